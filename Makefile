@@ -1,0 +1,56 @@
+# kazetts set-up and checks. Two commands do everything on a fresh machine:
+#   make demo   - install everything, build the tiny synthetic model, synthesize (main job)
+#   make test   - install runtime + reference environments and run the whole test suite
+#
+# Environments (both live in the repo, both gitignored):
+#   .venv      runtime: kazetts + llama-cpp-python + gguf/numpy/soundfile. No torch (Termux-like).
+#   .venv-ref  reference: torch 2.13.0 CPU, transformers 4.57.3, qwen-tts 0.1.1 (no deps) and what
+#              its 12 Hz modules import. Used to dump goldens and by the torch-gated tests.
+# llama-cpp-python takes ~5 min to compile on 2 cores: it is built once into a wheel cache keyed by
+# architecture and CPU flags (it is compiled for the native CPU), and every environment and fresh
+# clone on this machine installs that wheel.
+
+PYTHON      ?= python3
+VENV        := .venv
+VENV_REF    := .venv-ref
+LLAMA_CPP_VERSION := 0.3.36
+CPU_KEY     := $(shell (uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-12)
+WHEEL_CACHE ?= $(HOME)/.cache/kazetts/wheels-$(CPU_KEY)
+PIP_FLAGS   ?= -q
+
+.PHONY: setup ref demo test clean-venvs
+
+setup: $(VENV)/.installed
+ref: $(VENV_REF)/.installed
+
+$(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_VERSION):
+	mkdir -p $(WHEEL_CACHE)
+	@echo "building llama-cpp-python $(LLAMA_CPP_VERSION) once (~5 min on 2 cores) into $(WHEEL_CACHE)"
+	$(PYTHON) -m pip wheel $(PIP_FLAGS) --no-deps -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install $(PIP_FLAGS) --find-links $(WHEEL_CACHE) -e '.[test,synthetic]'
+	touch $@
+
+$(VENV_REF)/.installed: requirements-ref.txt pyproject.toml
+	test -x $(VENV_REF)/bin/python || $(PYTHON) -m venv $(VENV_REF)
+	$(VENV_REF)/bin/pip install $(PIP_FLAGS) -r requirements-ref.txt
+	$(VENV_REF)/bin/pip install $(PIP_FLAGS) --no-deps qwen-tts==0.1.1
+	$(VENV_REF)/bin/pip install $(PIP_FLAGS) --no-deps -e .
+	touch $@
+
+DEMO_MODEL := models/tiny-custom_voice
+DEMO_TEXT   := Bonjour ! Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille.
+
+demo: setup ref
+	$(VENV)/bin/python scripts/make_checkpoint.py tiny $(DEMO_MODEL)
+	$(VENV_REF)/bin/python scripts/reference_say.py "$(DEMO_TEXT)" --language french --speaker vivian \
+		--checkpoint $(DEMO_MODEL) -o out/demo-reference.wav
+
+test: setup ref
+	$(VENV)/bin/python -m pytest tests
+
+clean-venvs:
+	rm -rf $(VENV) $(VENV_REF)

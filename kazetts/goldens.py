@@ -1,0 +1,115 @@
+"""Golden dumps of the PyTorch reference: which cases exist and how to read them.
+
+`scripts/dump_goldens.py` (reference environment) writes `dumps/<case>/` with a
+`manifest.json` and one `.npy` file per array; everything here is numpy only, so kazetts'
+tests and `kazetts validate` read goldens without torch.
+
+Array layout (S = forward calls of the talker = prefill + generated steps, F = frames):
+  text_ids [N] int32            full chat-wrapped text ids
+  instruct_ids [K] int32        instruct ids (VoiceDesign/instruct cases only)
+  xvector [H] f32               speaker vector given to a Base model (Base cases only)
+  prompt_embeds [L, H] f32      talker prefill input embeddings
+  talker_inputs [S-1, H] f32    talker input embedding of each generated step
+  talker_hidden [S, H] f32      talker last hidden state (after the final norm), last position
+  talker_logits [S, 3072] f32   raw codec_head logits, last position (before any processor)
+  codes [F, 16] int32           the 16 codebooks of every frame (CB0 first)
+  cp_logits [F', 15, V] f32     code predictor raw logits for CB1..15, first F' frames
+  codec_quantized [C, F] f32    codec: RVQ decode (after output projections)
+  codec_pre_conv [D, F] f32     codec: causal conv k3 to the latent width
+  codec_transformer [D, F] f32  codec: sliding-window transformer (after output_proj)
+  codec_upsample [D, 4F] f32    codec: after the two ConvTranspose + ConvNeXt stages
+  waveform [1920 F] f32         24 kHz PCM in [-1, 1]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+FORMAT_VERSION = 1
+CP_LOGIT_FRAMES = 4  # code predictor logits are kept for this many leading frames
+
+
+@dataclass(frozen=True)
+class Case:
+    """One reference run: which synthetic checkpoint, which text, which voice, which mode."""
+
+    name: str
+    text: str
+    language: str
+    preset: str = "tiny"
+    model_type: str = "custom_voice"
+    speaker: str | None = None
+    instruct: str | None = None
+    xvector_seed: int | None = None  # Base: the speaker vector is drawn from this seed
+    non_streaming: bool = False  # the reference default is streaming text
+    max_new_tokens: int = 24
+    checkpoint_seed: int = 0
+
+
+CASES = [
+    Case("cv_english_nonstream", "Hello world, this is the talker speaking.", "english",
+         speaker="vivian", non_streaming=True),
+    Case("cv_english_stream", "Hello world, this is the talker speaking.", "english", speaker="ryan"),
+    Case("cv_auto_language", "The weather is lovely today, isn't it?", "auto", speaker="aiden"),
+    Case("cv_dialect_speaker", "今天天气很好，我们一起去公园散步吧。", "chinese", speaker="eric"),
+    Case("vd_instruct", "Welcome to the show, everyone.", "english", model_type="voice_design",
+         instruct="A warm, low female voice, speaking slowly and calmly."),
+    Case("base_xvector", "Guten Morgen, wie geht es Ihnen heute?", "german", model_type="base",
+         xvector_seed=7),
+    Case("fr_accents_digits", "Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille : "
+         "ça a duré 4 heures !", "french", speaker="vivian", max_new_tokens=40),
+    Case("long_window", "Once upon a time, in a quiet village by the sea, there lived an old fisherman "
+         "who told stories to anyone who would listen. Every evening the children gathered around "
+         "his boat, and every evening he began a new tale about storms, stars and distant islands.",
+         "english", speaker="ono_anna", max_new_tokens=130),
+    Case("proj_cv", "Testing the projection path of the code predictor.", "english",
+         preset="tiny-proj", speaker="vivian"),
+]
+CASES_BY_NAME = {case.name: case for case in CASES}
+
+
+def case_dict(case: Case) -> dict:
+    return asdict(case)
+
+
+def sha256_file(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checkpoint_digests(checkpoint_dir: pathlib.Path) -> dict:
+    """sha256 of the files that define a checkpoint's numbers (configs and weights)."""
+    root = pathlib.Path(checkpoint_dir)
+    names = ["config.json", "model.safetensors", "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors"]
+    return {name: sha256_file(root / name) for name in names}
+
+
+def save_case(out_dir: pathlib.Path, manifest: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Writes the arrays (one .npy each) and a manifest listing their shapes and digests."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("*.npy"):
+        if stale.stem not in arrays:
+            stale.unlink()
+    listing = {}
+    for name, array in sorted(arrays.items()):
+        path = out_dir / f"{name}.npy"
+        np.save(path, np.ascontiguousarray(array))
+        listing[name] = {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": sha256_file(path)}
+    manifest = dict(manifest, format_version=FORMAT_VERSION, arrays=listing)
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def load_case(case_dir: pathlib.Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """Reads a golden case: (manifest, {array name: array})."""
+    case_dir = pathlib.Path(case_dir)
+    manifest = json.loads((case_dir / "manifest.json").read_text(encoding="utf-8"))
+    arrays = {name: np.load(case_dir / f"{name}.npy") for name in manifest["arrays"]}
+    return manifest, arrays

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Dump every stage of the official PyTorch reference (qwen-tts 0.1.1) to dumps/<case>/.
+
+Runs in the reference environment (`make ref`): float32, eager attention, greedy, one thread
+(so the numbers are reproducible bit for bit on one machine). Cases are defined in
+kazetts/goldens.py; their synthetic checkpoints are rebuilt here from (preset, type, seed) and
+their sha256 recorded, so a golden always names the exact weights it came from.
+
+    .venv-ref/bin/python scripts/dump_goldens.py                 # all cases -> dumps/
+    .venv-ref/bin/python scripts/dump_goldens.py --cases long_window --out /tmp/d
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import pathlib
+import platform
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from kazetts import goldens  # noqa: E402
+from kazetts.synthetic.checkpoint import make_checkpoint  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _versions() -> dict:
+    names = ["torch", "transformers", "qwen-tts", "numpy", "tokenizers"]
+    return {name: importlib.metadata.version(name) for name in names}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class Recorder:
+    """Forward hooks that record what the reference computes at each stage boundary."""
+
+    def __init__(self, model, codec):
+        self.calls: dict[str, list] = {"embeds": [], "hidden": [], "logits": [], "cp": []}
+        talker = model.talker
+        self.handles = [
+            talker.model.register_forward_pre_hook(self._talker_input, with_kwargs=True),
+            talker.model.register_forward_hook(self._talker_hidden),
+            talker.codec_head.register_forward_hook(self._talker_logits),
+        ]
+        self.handles += [head.register_forward_hook(self._cp_logits) for head in talker.code_predictor.lm_head]
+        decoder = codec.decoder
+        self.codec: dict[str, np.ndarray] = {}
+        self.handles += [
+            decoder.pre_conv.register_forward_hook(self._store("codec_pre_conv")),
+            decoder.pre_transformer.register_forward_hook(self._store("codec_transformer", transpose=True)),
+            decoder.upsample[-1][-1].register_forward_hook(self._store("codec_upsample")),
+        ]
+        original_decode = decoder.quantizer.decode
+
+        def quantizer_decode(codes):
+            out = original_decode(codes)
+            self.codec["codec_quantized"] = out[0].detach().numpy().copy()
+            return out
+
+        decoder.quantizer.decode = quantizer_decode
+
+    def _talker_input(self, module, args, kwargs):
+        self.calls["embeds"].append(kwargs["inputs_embeds"][0].detach().numpy().copy())
+
+    def _talker_hidden(self, module, args, output):
+        self.calls["hidden"].append(output.last_hidden_state[0, -1].detach().numpy().copy())
+
+    def _talker_logits(self, module, args, output):
+        self.calls["logits"].append(output[0, -1].detach().numpy().copy())
+
+    def _cp_logits(self, module, args, output):
+        self.calls["cp"].append(output[0, -1].detach().numpy().copy())
+
+    def _store(self, name, transpose=False):
+        def hook(module, args, output):
+            value = output.last_hidden_state if hasattr(output, "last_hidden_state") else output
+            value = value[0].detach().numpy()
+            self.codec[name] = (value.T if transpose else value).copy()
+        return hook
+
+
+def _tokenize(processor, text: str):
+    """Token ids [1, N] exactly as Qwen3TTSModel._tokenize_texts makes them."""
+    ids = processor(text=text, return_tensors="pt", padding=True)["input_ids"]
+    return ids if ids.dim() == 2 else ids.unsqueeze(0)
+
+
+def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path) -> dict:
+    import torch
+    from transformers import AutoTokenizer
+
+    from kazetts.reference import load_strict
+
+    model, codec = load_strict(checkpoint)
+    from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor
+
+    # As Qwen3TTSModel.from_pretrained does (fix_mistral_regex=True): transformers 4.57.3 then
+    # swaps in the Mistral pre-tokenizer regex for local checkpoints whose config.json does not
+    # say transformers <= 4.57.2. The manifest records whether that changed any id.
+    processor = Qwen3TTSProcessor(tokenizer=AutoTokenizer.from_pretrained(checkpoint, fix_mistral_regex=True))
+    plain = AutoTokenizer.from_pretrained(checkpoint)
+
+    text = f"<|im_start|>assistant\n{case.text}<|im_end|>\n<|im_start|>assistant\n"
+    text_ids = _tokenize(processor, text)
+    arrays: dict[str, np.ndarray] = {"text_ids": text_ids[0].numpy().astype(np.int32)}
+    kwargs = {}
+    if case.instruct is not None:
+        instruct_ids = _tokenize(processor, f"<|im_start|>user\n{case.instruct}<|im_end|>\n")
+        kwargs["instruct_ids"] = [instruct_ids]
+        arrays["instruct_ids"] = instruct_ids[0].numpy().astype(np.int32)
+    if case.xvector_seed is not None:
+        hidden = model.config.talker_config.hidden_size
+        xvector = np.random.default_rng(case.xvector_seed).standard_normal(hidden).astype(np.float32)
+        arrays["xvector"] = xvector
+        kwargs["voice_clone_prompt"] = {"ref_spk_embedding": [torch.from_numpy(xvector)], "x_vector_only_mode": [True],
+                                        "icl_mode": [False], "ref_code": None}
+    recorder = Recorder(model, codec)
+    torch.manual_seed(0)
+    codes_list, _ = model.generate(
+        input_ids=[text_ids], languages=[case.language], speakers=[case.speaker],
+        non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
+        do_sample=False, subtalker_dosample=False, **kwargs)
+    codes = codes_list[0].numpy().astype(np.int32)
+    calls = recorder.calls
+    n_frames, n_calls = codes.shape[0], len(calls["logits"])
+    arrays.update({
+        "prompt_embeds": calls["embeds"][0],
+        "talker_inputs": np.stack([e[-1] for e in calls["embeds"][1:]]),
+        "talker_hidden": np.stack(calls["hidden"]),
+        "talker_logits": np.stack(calls["logits"]),
+        "codes": codes,
+    })
+    n_cp = min(n_frames, goldens.CP_LOGIT_FRAMES)
+    groups = codes.shape[1] - 1
+    arrays["cp_logits"] = np.stack(calls["cp"][: n_cp * groups]).reshape(n_cp, groups, -1)
+    with torch.no_grad():
+        wav = codec.decoder(torch.from_numpy(codes.T[None].astype(np.int64)))
+    arrays["waveform"] = wav[0, 0].numpy().copy()
+    arrays.update(recorder.codec)
+
+    eos = model.config.talker_config.codec_eos_token_id
+    manifest = {
+        "case": goldens.case_dict(case),
+        "frames": n_frames,
+        "talker_calls": n_calls,
+        "stopped_by": "eos" if n_calls < case.max_new_tokens else "max_new_tokens",
+        "codec_eos_token_id": eos,
+        "qwen2_regex_ids_differ": plain(text)["input_ids"] != arrays["text_ids"].tolist(),
+        "checkpoint": {"preset": case.preset, "model_type": case.model_type, "seed": case.checkpoint_seed,
+                       "dtype": "bfloat16", "sha256": goldens.checkpoint_digests(checkpoint)},
+        "settings": {"dtype": "float32", "attn_implementation": "eager", "greedy": True, "threads": torch.get_num_threads(),
+                     "non_streaming_mode": case.non_streaming, "max_new_tokens": case.max_new_tokens,
+                     "repetition_penalty": 1.05, "min_new_tokens": 2, "codec_decode": "decoder.forward (one chunk)"},
+        "versions": _versions(),
+        "machine": {"cpu": _cpu_model(), "arch": platform.machine()},
+    }
+    goldens.save_case(out_dir / case.name, manifest, arrays)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=pathlib.Path, default=REPO / "dumps")
+    parser.add_argument("--cases", default=",".join(goldens.CASES_BY_NAME), help="comma-separated case names")
+    parser.add_argument("--checkpoints", type=pathlib.Path, default=None,
+                        help="where to build the synthetic checkpoints (default: a temporary directory)")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    names = [n for n in args.cases.split(",") if n]
+    unknown = [n for n in names if n not in goldens.CASES_BY_NAME]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {list(goldens.CASES_BY_NAME)}")
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.checkpoints or pathlib.Path(tmp)
+        for name in names:
+            case = goldens.CASES_BY_NAME[name]
+            checkpoint = root / f"{case.preset}-{case.model_type}-{case.checkpoint_seed}"
+            if not (checkpoint / "model.safetensors").exists():
+                make_checkpoint(case.preset, checkpoint, case.model_type, case.checkpoint_seed)
+            start = time.perf_counter()
+            manifest = run_case(case, checkpoint, args.out)
+            print(f"{name:24s} {manifest['frames']:4d} frames, stopped by {manifest['stopped_by']:15s} "
+                  f"{time.perf_counter() - start:6.1f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Shared fixtures: the repo paths, the reference environment, tiny synthetic checkpoints."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DUMPS = REPO / "dumps"
+REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
+
+
+@pytest.fixture(scope="session")
+def ref_python() -> pathlib.Path:
+    """The reference environment's interpreter; tests that need torch skip without it."""
+    if not REF_PYTHON.exists():
+        pytest.skip(f"reference environment missing ({REF_PYTHON}): run `make ref`")
+    return REF_PYTHON
+
+
+def run_script(python: pathlib.Path | str, script: str, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run scripts/<script> with the given interpreter; output is captured as text."""
+    return subprocess.run([str(python), str(REPO / "scripts" / script), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """Builds (once per session) tiny synthetic checkpoints: tiny_checkpoint(preset, type, seed)."""
+    from kazetts.synthetic.checkpoint import make_checkpoint
+
+    built: dict = {}
+
+    def get(preset: str = "tiny", model_type: str = "custom_voice", seed: int = 0) -> pathlib.Path:
+        key = (preset, model_type, seed)
+        if key not in built:
+            out = tmp_path_factory.mktemp(f"{preset}-{model_type}-{seed}")
+            make_checkpoint(preset, out, model_type, seed)
+            built[key] = out
+        return built[key]
+
+    return get
