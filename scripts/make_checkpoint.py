@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.exit(2, f"\nmake_checkpoint: error: {err}\n")
     except OSError as err:
-        parser.exit(1, f"\nmake_checkpoint: cannot write {args.out_dir}: {err.strerror or err}\n")
+        parser.exit(1, f"\nmake_checkpoint: cannot write {err.filename or args.out_dir}: {err.strerror or err}\n")
     size = sum(f.stat().st_size for f in files)
     if not args.quiet:
         print(f"{chr(10) if tty else ''}wrote {len(files)} files, {size / 1e6:.1f} MB, to {args.out_dir} "

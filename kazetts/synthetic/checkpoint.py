@@ -35,8 +35,11 @@ SPEECH_PREPROCESSOR = {
 def to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), round to nearest even."""
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    # NaN stays NaN (rounding would carry into the exponent): keep the top half, force a quiet bit.
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    rounded = np.where(nan, (bits >> np.uint32(16)) | np.uint32(0x0040), rounded)
+    return rounded.astype(np.uint16)
 
 
 def _encode(values: np.ndarray, dtype: str) -> bytes:
@@ -59,15 +62,18 @@ def write_safetensors(path: pathlib.Path, specs: dict, seed: int, dtype: str,
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
     tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)))
-        f.write(blob)
-        for i, name in enumerate(names):
-            shape, init = specs[name]
-            f.write(_encode(weights.draw(name, shape, init, seed), dtype))
-            if progress and (i % 50 == 0 or i == len(names) - 1):
-                progress(f"{path.parent.name}/{path.name}: {i + 1}/{len(names)} tensors")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(blob)))
+            f.write(blob)
+            for i, name in enumerate(names):
+                shape, init = specs[name]
+                f.write(_encode(weights.draw(name, shape, init, seed), dtype))
+                if progress and (i % 50 == 0 or i == len(names) - 1):
+                    progress(f"{path.parent.name}/{path.name}: {i + 1}/{len(names)} tensors")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _write_json(path: pathlib.Path, obj) -> None:
