@@ -1,0 +1,206 @@
+"""kazetts.sampling: the talker / code predictor sampler against the goldens and against HF's
+own logits processors (transformers 4.57.3, as qwen-tts 0.1.1's generate configures them)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import DUMPS, run_script
+from kazetts import goldens
+from kazetts.sampling import (CodePredictorSampler, SamplerConfig, TalkerSampler, apply_top_k, margin,
+                              talker_suppress_tokens)
+
+CASE_NAMES = [case.name for case in goldens.CASES]
+
+
+def _talker(manifest, vocab, **overrides) -> TalkerSampler:
+    return TalkerSampler.for_talker(vocab, manifest["codec_eos_token_id"], **overrides)
+
+
+# --------------------------------------------------------------------------- goldens (greedy)
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_greedy_talker_replay_reproduces_cb0_and_stop(name):
+    manifest, a = goldens.load_case(DUMPS / name)
+    logits, codes = a["talker_logits"], a["codes"]
+    eos = manifest["codec_eos_token_id"]
+    sampler = _talker(manifest, logits.shape[1], greedy=True)
+    for frame in range(codes.shape[0]):
+        processed = sampler.process(logits[frame])
+        token = sampler.choose(logits[frame])
+        assert token == codes[frame, 0], (
+            f"{name} frame {frame}: chose {token}, reference {codes[frame, 0]}; "
+            f"margin after processors {margin(processed):.3g}, "
+            f"reference id's processed logit {processed[codes[frame, 0]]:.6g} vs chosen {processed[token]:.6g}")
+    assert logits.shape[0] == codes.shape[0] + 1
+    last = logits[codes.shape[0]]
+    processed = sampler.process(last)
+    token = sampler.choose(last)
+    assert (token == eos) == (manifest["stopped_by"] == "eos"), (
+        f"{name}: call after the last frame chose {token} (eos {eos}), stopped_by {manifest['stopped_by']}; "
+        f"margin {margin(processed):.3g}")
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_greedy_code_predictor_matches_codes(name):
+    _, a = goldens.load_case(DUMPS / name)
+    cp_logits, codes = a["cp_logits"], a["codes"]
+    cp = CodePredictorSampler(SamplerConfig.code_predictor(greedy=True))
+    for frame in range(cp_logits.shape[0]):
+        for group in range(cp_logits.shape[1]):
+            row = cp_logits[frame, group]
+            token = cp.choose(row)
+            assert token == codes[frame, group + 1], (
+                f"{name} frame {frame} CB{group + 1}: chose {token}, reference {codes[frame, group + 1]}, "
+                f"margin {margin(cp.process(row)):.3g}")
+
+
+# --------------------------------------------------------------------------- HF parity
+
+PARITY_CASE = "cv_english_nonstream"
+PARITY_SETTINGS = [
+    {"do_sample": False, "top_k": 50, "top_p": 1.0, "temperature": 0.9, "repetition_penalty": 1.05},
+    {"do_sample": True, "top_k": 50, "top_p": 1.0, "temperature": 0.9, "repetition_penalty": 1.05},
+    {"do_sample": True, "top_k": 20, "top_p": 0.8, "temperature": 0.7, "repetition_penalty": 1.3},
+    {"do_sample": True, "top_k": 0, "top_p": 0.95, "temperature": 1.0, "repetition_penalty": 1.05},
+]
+TALKER_EXPECTED = ["RepetitionPenaltyLogitsProcessor", "MinLengthLogitsProcessor",
+                   "MinNewTokensLengthLogitsProcessor", "SuppressTokensLogitsProcessor"]
+
+
+def _config(s: dict, code_predictor: bool = False) -> SamplerConfig:
+    if code_predictor:
+        return SamplerConfig.code_predictor(temperature=s["temperature"], top_k=s["top_k"], top_p=s["top_p"],
+                                            greedy=not s["do_sample"])
+    return SamplerConfig(temperature=s["temperature"], top_k=s["top_k"], top_p=s["top_p"],
+                         repetition_penalty=s["repetition_penalty"], min_new_tokens=2, greedy=not s["do_sample"])
+
+
+def _parity_rows(manifest, a):
+    """Recorded rows at steps 0, 1, 2, 3, 10 and the last call, plus a crafted row with ties at
+    the top-k threshold and the reference's CB0 history at each of those steps."""
+    logits, cb0 = a["talker_logits"], a["codes"][:, 0].astype(np.int64)
+    steps = [0, 1, 2, 3, 10, logits.shape[0] - 1]
+    rows = [logits[s] for s in steps]
+    tied = logits[5].copy()
+    eos = manifest["codec_eos_token_id"]
+    order = [int(i) for i in np.argsort(tied)[::-1]
+             if i < logits.shape[1] - 1024 and i != eos and i not in set(cb0[:5].tolist())]
+    tied[order[40:70]] = tied[order[40]]  # 30 ordinary ids tied across the top-50 threshold
+    rows.append(tied)
+    steps.append(5)
+    histories = np.zeros((len(rows), max(steps) + 1), dtype=np.int64)
+    for i, s in enumerate(steps):
+        histories[i, :s] = cb0[:s]
+    return np.stack(rows).astype(np.float32), histories, np.array(steps, dtype=np.int64)
+
+
+def _assert_same(ours: np.ndarray, theirs: np.ndarray, what: str):
+    assert ours.dtype == np.float32 and theirs.dtype == np.float32, what
+    ours_inf, theirs_inf = np.isneginf(ours), np.isneginf(theirs)
+    assert np.array_equal(ours_inf, theirs_inf), (
+        f"{what}: -inf positions differ at {np.flatnonzero(ours_inf != theirs_inf)[:10]}")
+    finite = ~ours_inf
+    diff = float(np.max(np.abs(ours[finite] - theirs[finite]))) if finite.any() else 0.0
+    assert diff <= 1e-6, f"{what}: max abs diff {diff}"
+
+
+def test_processors_match_hf_generate(ref_python, tiny_checkpoint, tmp_path):
+    manifest, a = goldens.load_case(DUMPS / PARITY_CASE)
+    ck = manifest["checkpoint"]
+    checkpoint = tiny_checkpoint(ck["preset"], ck["model_type"], ck["seed"])
+    rows, histories, lengths = _parity_rows(manifest, a)
+    cp_rows = a["cp_logits"][0].astype(np.float32)
+    case = manifest["case"]
+    request = {"language": case["language"], "speaker": case["speaker"], "settings": PARITY_SETTINGS}
+    np.savez(tmp_path / "in.npz", talker_rows=rows, histories=histories, lengths=lengths, cp_rows=cp_rows,
+             text_ids=a["text_ids"], request=json.dumps(request))
+    result = run_script(ref_python, "hf_processors.py", checkpoint, tmp_path / "in.npz", tmp_path / "out.npz")
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    out = np.load(tmp_path / "out.npz")
+    vocab, eos = rows.shape[1], manifest["codec_eos_token_id"]
+    for index, (s, info) in enumerate(zip(PARITY_SETTINGS, report)):
+        # generate's own list: the order this module implements
+        warpers = ([["TemperatureLogitsWarper"]] if s["temperature"] != 1.0 else []) + \
+                  ([["TopKLogitsWarper"]] if s["top_k"] != 0 else []) + \
+                  ([["TopPLogitsWarper"]] if s["top_p"] < 1.0 else [])
+        warpers = [w[0] for w in warpers] if s["do_sample"] else []
+        assert [p["class"] for p in info["talker"]] == TALKER_EXPECTED + warpers, info["talker"]
+        assert [p["class"] for p in info["code_predictor"]] == warpers, info["code_predictor"]
+        # HF's talker input_ids are the generated ids only: empty at the first step
+        assert info["talker_input_ids_lengths_during_generate"] == [0, 1, 2, 3]
+        for i, (row, hist, length) in enumerate(zip(rows, histories, lengths)):
+            sampler = TalkerSampler.for_talker(vocab, eos, _config(s))
+            sampler.history = [int(t) for t in hist[:length]]
+            _assert_same(sampler.process(row), out[f"talker_{index}"][i], f"settings {s}, talker row {i} step {length}")
+        if s["do_sample"] and s["top_k"] == 50 and s["top_p"] == 1.0:
+            # the crafted row: HF keeps more than k ids when values tie at the k-th one, so do we
+            assert np.isfinite(out[f"talker_{index}"][-1]).sum() > 50
+        cp = CodePredictorSampler(_config(s, code_predictor=True))
+        for g, row in enumerate(cp_rows):
+            _assert_same(cp.process(row), out[f"cp_{index}"][g], f"settings {s}, code predictor group {g}")
+
+
+# --------------------------------------------------------------------------- sampling behaviour
+
+VOCAB, EOS = 3072, 2150
+
+
+def _flat_logits(seed=0):
+    return np.random.default_rng(seed).standard_normal(VOCAB).astype(np.float32)
+
+
+def _run(seed, steps=30, **overrides):
+    sampler = TalkerSampler.for_talker(VOCAB, EOS, **overrides)
+    rng = np.random.default_rng(seed)
+    return [sampler.choose(_flat_logits(step), rng) for step in range(steps)]
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent():
+    assert _run(1) == _run(1)
+    assert _run(1) != _run(2)
+    cp = CodePredictorSampler()
+    a = [cp.choose(_flat_logits(i), np.random.default_rng(5)) for i in range(15)]
+    b = [cp.choose(_flat_logits(i), np.random.default_rng(5)) for i in range(15)]
+    assert a == b
+
+
+def test_never_samples_suppressed_ids_or_early_eos():
+    suppressed = set(talker_suppress_tokens(VOCAB, EOS))
+    assert len(suppressed) == 1023 and EOS not in suppressed and min(suppressed) == VOCAB - 1024
+    logits = np.full(VOCAB, -5.0, dtype=np.float32)
+    logits[sorted(suppressed)] = 50.0
+    logits[EOS] = 60.0
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        sampler = TalkerSampler.for_talker(VOCAB, EOS, temperature=2.0, top_k=0)
+        first = [sampler.choose(logits, rng) for _ in range(2)]
+        assert all(t not in suppressed and t != EOS for t in first), first
+        assert sampler.choose(logits, rng) == EOS  # allowed from the third step, and dominant
+    greedy = TalkerSampler.for_talker(VOCAB, EOS, greedy=True)
+    assert [greedy.choose(logits) for _ in range(3)][2] == EOS
+
+
+def test_top_k_keeps_ties_at_threshold():
+    scores = np.arange(100, dtype=np.float32)
+    scores[70:90] = 80.0  # 90..99 then twenty 80s: the 25th largest is 80, tied over 70..89
+    kept = apply_top_k(scores, 25)
+    assert np.isfinite(kept).sum() == 10 + 20
+    assert np.all(np.isneginf(kept[:70])) and np.all(kept[70:] == scores[70:])
+    sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature=1.0, top_k=25))
+    rng = np.random.default_rng(0)
+    assert all(sampler.choose(scores, rng) >= 70 for _ in range(500))
+
+
+def test_repetition_penalty_applies_once_per_distinct_id_even_in_greedy():
+    logits = np.zeros(VOCAB, dtype=np.float32)
+    logits[[1, 2, 3]] = [2.0, -2.0, 1.95]
+    sampler = TalkerSampler.for_talker(VOCAB, EOS, greedy=True)
+    sampler.history = [1, 1, 1, 2]
+    out = sampler.process(logits)
+    assert out[1] == np.float32(2.0) / np.float32(1.05) and out[2] == np.float32(-2.0) * np.float32(1.05)
+    assert sampler.choose(logits) == 3  # 2/1.05 < 1.95
