@@ -18,10 +18,32 @@ CPU_KEY     := $(shell (uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) |
 WHEEL_CACHE ?= $(HOME)/.cache/kazetts/wheels-$(CPU_KEY)
 PIP_FLAGS   ?= -q
 
-.PHONY: setup ref demo test clean-venvs
+# The llama.cpp sources of the same release: ggml headers for native/, and llama.cpp's own
+# converter, which the tests compare kazetts' GGUF files with.
+KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
+LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
+NATIVE_LIB  := kazetts/lib/libkazetts.so
+NATIVE_SRC  := $(wildcard native/CMakeLists.txt native/src/* native/include/kazetts/*)
 
-setup: $(VENV)/.installed
+.PHONY: setup ref native llama-src demo test clean-venvs
+
+setup: $(VENV)/.installed $(NATIVE_LIB)
 ref: $(VENV_REF)/.installed
+native: $(NATIVE_LIB)
+llama-src: $(LLAMA_SRC)/.unpacked
+
+$(LLAMA_SRC)/.unpacked:
+	mkdir -p $(KAZETTS_CACHE)/sdist $(KAZETTS_CACHE)/src
+	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --no-binary :all: --no-build-isolation \
+		-d $(KAZETTS_CACHE)/sdist llama-cpp-python==$(LLAMA_CPP_VERSION)
+	tar xzf $(KAZETTS_CACHE)/sdist/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C $(KAZETTS_CACHE)/src
+	touch $@
+
+$(NATIVE_LIB): $(VENV)/.installed $(LLAMA_SRC)/.unpacked $(NATIVE_SRC)
+	cmake -S native -B build/native -DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
+		-DGGML_LIB_DIR=$$($(VENV)/bin/python -c "import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / 'lib')")
+	cmake --build build/native -j2
+	mkdir -p $(dir $@) && cp build/native/libkazetts.so $@
 
 $(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_VERSION):
 	mkdir -p $(WHEEL_CACHE)
