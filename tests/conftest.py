@@ -43,3 +43,20 @@ def tiny_checkpoint(tmp_path_factory):
         return built[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tiny_checkpoint, tmp_path_factory):
+    """Converts (once per session) a tiny checkpoint: tiny_gguf(preset, type, out_type) -> (talker, mmproj)."""
+    from kazetts.convert import convert_checkpoint
+
+    built: dict = {}
+
+    def get(preset: str = "tiny", model_type: str = "custom_voice", out_type: str = "f32", seed: int = 0):
+        key = (preset, model_type, out_type, seed)
+        if key not in built:
+            out = tmp_path_factory.mktemp(f"gguf-{preset}-{model_type}-{out_type}")
+            built[key] = convert_checkpoint(tiny_checkpoint(preset, model_type, seed), out, out_type, verbose=False)
+        return built[key]
+
+    return get

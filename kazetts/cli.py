@@ -1,0 +1,42 @@
+"""Command line: ``kazetts convert CHECKPOINT_DIR -o OUT_DIR [--type f32|f16|q8_0]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from .convert import convert_checkpoint
+
+    talker, mmproj = convert_checkpoint(args.checkpoint, args.out, args.type, name=args.name,
+                                        verbose=not args.quiet)
+    print(talker)
+    print(mmproj)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kazetts", description="Qwen3-TTS 12 Hz from GGUF files")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("convert", help="convert a Hugging Face checkpoint directory to talker + mmproj GGUF files")
+    c.add_argument("checkpoint", help="checkpoint directory (config.json, model.safetensors, speech_tokenizer/, tokenizer)")
+    c.add_argument("-o", "--out", required=True, help="output directory")
+    c.add_argument("--type", default="q8_0", help="tensor type for weight matrices: f32, f16 or q8_0 (default q8_0)")
+    c.add_argument("--name", default=None, help="file name prefix (default: the checkpoint directory's name)")
+    c.add_argument("-q", "--quiet", action="store_true", help="no per-tensor progress")
+    c.set_defaults(func=_convert)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as e:
+        print(f"kazetts {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

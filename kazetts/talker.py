@@ -1,0 +1,126 @@
+"""The talker: a llama.cpp `qwen3tts` model driven by embedding vectors through llama-cpp-python.
+
+Each call feeds embeddings (the prefill, then one vector per frame) and returns, for the last
+position only, the hidden state after the final norm (the code predictor's input) and the
+3072 codec logits (CB0). Only that one output row is requested per batch, so llama.cpp's
+output buffer stays one row of 155008 logits instead of n_ubatch rows.
+
+The model uses IMROPE (M-RoPE, interleaved): a batch carries 4 position streams per token,
+section-major (pos[j * n_tokens + i] = p_i for j = 0..3); in TTS all streams are equal, so
+it is plain RoPE. The batch is built here with a 4 x n_tokens position array because
+`llama_batch_init(n, embd, 1)` allocates only n positions and llama.cpp would read past it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+import llama_cpp
+import numpy as np
+
+from .talker_file import TalkerFile
+
+POSITION_STREAMS = 4
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level, text, user_data):  # llama.cpp logs to stderr by default; kazetts keeps quiet
+    return None
+
+
+class Talker:
+    """A loaded talker with its KV cache (one utterance at a time)."""
+
+    def __init__(self, path: pathlib.Path | str, threads: int = 2, n_ctx: int = 4096, n_batch: int = 256,
+                 verbose: bool = False):
+        self.file = TalkerFile(path)
+        if not verbose:
+            llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p())
+        llama_cpp.llama_backend_init()
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        # llama.cpp's extra CPU buffer types (AMX repacking on recent Xeons) crash in
+        # ggml_backend_amx_mul_mat on this model's Q8_0 weights; plain CPU buffers are exact.
+        model_params.use_extra_bufts = False
+        self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
+        if not self._model:
+            raise ValueError(f"llama.cpp could not load {self.file.path}")
+        ctx_params = llama_cpp.llama_context_default_params()
+        ctx_params.n_ctx = n_ctx
+        ctx_params.n_batch = ctx_params.n_ubatch = n_batch
+        ctx_params.n_threads = ctx_params.n_threads_batch = threads
+        ctx_params.embeddings = True
+        ctx_params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
+        ctx_params.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            raise ValueError(f"llama.cpp could not create a context for {self.file.path}")
+        self.n_ctx, self.n_batch = n_ctx, n_batch
+        self.hidden_size = self.file.hidden_size
+        self.position = 0
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+
+    # -- text -----------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids with llama.cpp's tokenizer from the GGUF; special tokens are parsed."""
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        tokens = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), tokens, capacity, False, True)
+        if n < 0:
+            raise ValueError("text too long to tokenize")
+        return list(tokens[:n])
+
+    # -- decoding -------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the previous utterance (clears the KV cache)."""
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
+        self.position = 0
+
+    def step(self, embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Feeds [n, hidden] embeddings after what came before; returns (hidden [H], codec logits [V])
+        of the last position."""
+        embeddings = np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1, self.hidden_size)
+        if self.position + len(embeddings) > self.n_ctx:
+            raise ValueError(f"the utterance needs more than the talker's context of {self.n_ctx} positions")
+        for start in range(0, len(embeddings), self.n_batch):
+            chunk = embeddings[start:start + self.n_batch]
+            self._decode(chunk, output_last=start + self.n_batch >= len(embeddings))
+        hidden = np.ctypeslib.as_array(llama_cpp.llama_get_embeddings_ith(self._ctx, -1), shape=(self.hidden_size,))
+        n_vocab = self.file.text_vocab_size + self.file.codec_vocab_size
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(n_vocab,))
+        return hidden.copy(), logits[self.file.text_vocab_size:].copy()
+
+    def _decode(self, chunk: np.ndarray, output_last: bool) -> None:
+        n = len(chunk)
+        positions = np.tile(np.arange(self.position, self.position + n, dtype=np.int32), POSITION_STREAMS)
+        n_seq = np.ones(n, dtype=np.int32)
+        seq0 = (ctypes.c_int32 * 1)(0)
+        seq_ids = (ctypes.POINTER(ctypes.c_int32) * n)(*([ctypes.cast(seq0, ctypes.POINTER(ctypes.c_int32))] * n))
+        outputs = np.zeros(n, dtype=np.int8)
+        outputs[-1] = 1 if output_last else 0
+        batch = llama_cpp.llama_batch()
+        batch.n_tokens = n
+        batch.token = ctypes.cast(None, ctypes.POINTER(llama_cpp.llama_token))
+        batch.embd = chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        batch.pos = positions.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_pos))
+        batch.n_seq_id = n_seq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        batch.seq_id = seq_ids
+        batch.logits = outputs.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+        status = llama_cpp.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status}")
+        self.position += n
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self):
+        self.close()

@@ -1,0 +1,91 @@
+"""The talker through llama-cpp-python against the reference goldens (teacher-forced CB1..15)."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+
+from conftest import DUMPS
+from kazetts import goldens
+from kazetts.gguf_names import CODE_EMBD
+from kazetts.prompt import build_prompt, chat_text, instruct_text
+from kazetts.sampling import SamplerConfig, TalkerSampler
+from kazetts.talker import Talker
+from kazetts.talker_loop import TeacherForcing, run_talker
+
+CASES = [case.name for case in goldens.CASES]
+COSINE_GATE = 0.99999
+
+
+def _cosines(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return (got * want).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))
+
+
+@pytest.fixture(scope="module")
+def talkers(tiny_gguf):
+    cache = {}
+
+    def get(manifest):
+        ck = manifest["checkpoint"]
+        key = (ck["preset"], ck["model_type"], ck["seed"])
+        if key not in cache:
+            talker_path, mmproj_path = tiny_gguf(ck["preset"], ck["model_type"], "f32", ck["seed"])
+            tables = next(t for t in gguf.GGUFReader(mmproj_path).tensors if t.name == CODE_EMBD)
+            cache[key] = Talker(talker_path, threads=2), np.array(tables.data, dtype=np.float32)
+        return cache[key]
+
+    return get
+
+
+def _prompt(talker, manifest, arrays):
+    case = manifest["case"]
+    ids = talker.tokenize(chat_text(case["text"]))
+    instruct = talker.tokenize(instruct_text(case["instruct"])) if case["instruct"] else None
+    prompt = build_prompt(talker.file, talker.file.voices, ids, language=case["language"], speaker=case["speaker"],
+                          instruct_ids=instruct, speaker_embedding=arrays.get("xvector"),
+                          text_streaming=not case["non_streaming"])
+    return ids, instruct, prompt
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_teacher_forced_talker_matches_reference(name, talkers):
+    manifest, arrays = goldens.load_case(DUMPS / name)
+    talker, tables = talkers(manifest)
+    ids, instruct, prompt = _prompt(talker, manifest, arrays)
+    assert ids == arrays["text_ids"].tolist(), "llama.cpp's tokenizer disagrees with the reference's"
+    if instruct is not None:
+        assert instruct == arrays["instruct_ids"].tolist()
+    prompt_diff = float(np.abs(prompt.prefill - arrays["prompt_embeds"]).max())
+    assert prompt_diff <= 1e-5
+
+    voices = talker.file.voices
+    sampler = TalkerSampler.for_talker(talker.file.codec_vocab_size, voices.codec_eos, SamplerConfig(greedy=True))
+    teacher = TeacherForcing(arrays["codes"], talker.file.codec, tables)
+    trace = run_talker(talker, prompt, sampler, teacher, max_frames=manifest["case"]["max_new_tokens"] - 1)
+
+    got_cb0 = np.array([codes[0] for codes in trace.codes])
+    hidden_cos = _cosines(trace.hidden, arrays["talker_hidden"])
+    logits_cos = _cosines(trace.logits, arrays["talker_logits"])
+    print(f"{name}: prompt max abs diff {prompt_diff:.1e}; {len(got_cb0)}/{manifest['frames']} frames, CB0 "
+          f"identical {np.sum(got_cb0 == arrays['codes'][:len(got_cb0), 0])}; min cosine hidden "
+          f"{hidden_cos.min():.7f} logits {logits_cos.min():.7f}; stopped by {trace.stopped_by}")
+    assert np.array_equal(got_cb0, arrays["codes"][:, 0])
+    assert trace.stopped_by == ("eos" if manifest["stopped_by"] == "eos" else "max_frames")
+    assert len(trace.hidden) == manifest["talker_calls"]
+    assert hidden_cos.min() >= COSINE_GATE and logits_cos.min() >= COSINE_GATE
+
+
+def test_clear_errors_before_compute(talkers):
+    manifest, arrays = goldens.load_case(DUMPS / "cv_english_stream")
+    talker, tables = talkers(manifest)
+    ids, _, prompt = _prompt(talker, manifest, arrays)
+    sampler = TalkerSampler.for_talker(talker.file.codec_vocab_size, talker.file.voices.codec_eos)
+    teacher = TeacherForcing(arrays["codes"], talker.file.codec, tables)
+    position = talker.position
+    with pytest.raises(ValueError, match="text too long"):
+        run_talker(talker, prompt, sampler, teacher, max_frames=talker.n_ctx)
+    assert talker.position == position, "nothing was computed"
+    with pytest.raises(ValueError, match="unknown speaker 'bob'"):
+        build_prompt(talker.file, talker.file.voices, ids, speaker="bob")
