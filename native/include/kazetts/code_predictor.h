@@ -1,0 +1,97 @@
+/* kazetts code predictor (stage 2 of Qwen3-TTS 12 Hz): CB0 + talker hidden -> CB1..CB15.
+ *
+ * Loaded from the mmproj GGUF (tensors a.gen.code.*, hparams kazetts.code.*). One handle owns
+ * its weights, its 16-position KV cache, its per-step graphs (built once at load and replayed
+ * every frame) and its thread pool; handles share nothing, so two can be used at once from
+ * two threads. A single handle is not thread-safe.
+ *
+ * Conventions: see kazetts/common.h (kz_status codes, errors of loaders into a caller buffer,
+ * errors of calls on a handle through kz_cp_last_error).
+ */
+#ifndef KAZETTS_CODE_PREDICTOR_H
+#define KAZETTS_CODE_PREDICTOR_H
+
+#include "kazetts/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kz_code_predictor kz_code_predictor;
+
+/* Weight type of the decoder layers and the 15 output heads, converted at load time.
+ * KZ_CP_WEIGHTS_FILE keeps the types stored in the file. Whatever is asked, ffn_down is never
+ * kept in F16 (its input exceeds the F16 range, ~1.5e5): an F16 ffn_down becomes F32.
+ * Norms stay F32; the input embedding tables stay as stored (rows are dequantized on use). */
+typedef enum kz_cp_weight_type {
+    KZ_CP_WEIGHTS_FILE = 0,
+    KZ_CP_WEIGHTS_F32 = 1,
+    KZ_CP_WEIGHTS_F16 = 2,
+    KZ_CP_WEIGHTS_Q8_0 = 3,
+    KZ_CP_WEIGHTS_Q4_0 = 4
+} kz_cp_weight_type;
+
+typedef struct kz_cp_params {
+    int32_t n_threads;    /* >= 1 */
+    int32_t weight_type;  /* a kz_cp_weight_type */
+} kz_cp_params;
+
+/* Sampling of CB1..15, as Hugging Face generate with the reference's subtalker settings:
+ * greedy = argmax (first index on ties); otherwise logits / temperature, then top-k (values
+ * tied with the k-th largest are kept; 0 = off), then top-p (only if < 1), then one draw from
+ * the softmax by inverse CDF. The random numbers come from the caller: either `uniforms`
+ * (15 doubles in [0, 1), one per codebook, e.g. numpy Generator.random(15), which reproduces
+ * kazetts.sampling.CodePredictorSampler draw for draw), or, when `uniforms` is NULL, the
+ * caller-owned 64-bit state `rng_state` (splitmix64, advanced by one per draw; seed it with
+ * any value). Greedy needs neither. */
+typedef struct kz_cp_sampling {
+    int32_t greedy;
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    const double *uniforms;  /* optional, 15 values */
+    uint64_t *rng_state;     /* optional, in/out */
+} kz_cp_sampling;
+
+/* Defaults: n_threads 2, weights as stored in the file. */
+KZ_API kz_cp_params kz_cp_default_params(void);
+/* Defaults: sampling with temperature 0.9, top-k 50, top-p 1.0 (the reference's). */
+KZ_API kz_cp_sampling kz_cp_default_sampling(void);
+
+/* Loads the code predictor from an mmproj GGUF. On success *out is a new handle; on failure
+ * *out is NULL and the message is written to err (err_len bytes, NUL-terminated). */
+KZ_API int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor **out,
+                      char *err, size_t err_len);
+KZ_API void kz_cp_free(kz_code_predictor *cp);
+
+/* Model shape: talker hidden width (input), code predictor width, codebook count (15),
+ * codebook vocabulary (2048), CB0 vocabulary (talker codec table rows). */
+KZ_API int32_t kz_cp_n_embd_in(const kz_code_predictor *cp);
+KZ_API int32_t kz_cp_n_embd(const kz_code_predictor *cp);
+KZ_API int32_t kz_cp_n_codebooks(const kz_code_predictor *cp);
+KZ_API int32_t kz_cp_vocab(const kz_code_predictor *cp);
+KZ_API int32_t kz_cp_cb0_vocab(const kz_code_predictor *cp);
+
+KZ_API int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads);
+
+/* One frame. talker_hidden: [n_embd_in] floats (the talker's last hidden state), cb0: the
+ * frame's codebook-0 id. Writes codes_out[n_codebooks] (CB1..CB15), embedding_sum_out[n_embd_in]
+ * (codec_embedding[cb0] + sum_g table_g[CB_{g+1}], the talker's next input minus its text row;
+ * may be NULL) and, when logits_out is not NULL, the raw logits [n_codebooks * vocab].
+ * sampling NULL = greedy. */
+KZ_API int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0,
+                               const kz_cp_sampling *sampling, int32_t *codes_out,
+                               float *embedding_sum_out, float *logits_out);
+
+/* The summed embedding of 16 codes [CB0..CB15] without running the model (what
+ * kz_cp_predict_frame writes to embedding_sum_out). */
+KZ_API int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out);
+
+/* The last error message of a call on this handle ("" if none); valid until the next call. */
+KZ_API const char *kz_cp_last_error(const kz_code_predictor *cp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,702 @@
+// Code predictor (stage 2): a small Qwen3 decoder that turns (talker hidden, CB0) into CB1..CB15.
+//
+// Per frame: position 0 = talker hidden, position 1 = codec_embedding[CB0] (a 2-token prefill),
+// then 14 single-token steps; step s (0-based) predicts CB_{s+1} with head s, and step s >= 1
+// takes CP table s-1 row CB_s as input. Every input goes through proj_in when the file has it.
+// The KV cache holds at most n_codebooks + 1 positions and is overwritten every frame.
+//
+// One ggml graph per step shape (15 of them) is built at load time, each with its own small
+// activation buffer (ggml_gallocr), and replayed every frame; the host only copies one input
+// row in and reads 2048 logits out between steps (sampling needs the host anyway). Weights and
+// the KV cache live in one CPU backend buffer owned by the handle.
+#include "kazetts/code_predictor.h"
+
+#include "common_internal.h"
+#include "cp_sampling.h"
+
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kz::Error;
+
+constexpr const char *P = "a.gen.code.";
+
+struct Layer {
+    ggml_tensor *ln1 = nullptr, *wq = nullptr, *q_norm = nullptr, *wk = nullptr, *k_norm = nullptr,
+                *wv = nullptr, *wo = nullptr, *ln2 = nullptr, *gate = nullptr, *up = nullptr,
+                *down = nullptr;
+    ggml_tensor *k_cache = nullptr, *v_cache = nullptr;  // [head_dim, n_head_kv, n_ctx] F32
+};
+
+struct Step {
+    ggml_context *ctx = nullptr;
+    ggml_cgraph *graph = nullptr;
+    ggml_gallocr_t galloc = nullptr;
+    ggml_tensor *inp = nullptr;     // [n_embd_in, n_tok] F32
+    ggml_tensor *pos = nullptr;     // [n_tok] I32
+    ggml_tensor *logits = nullptr;  // [vocab] F32
+    ggml_cplan plan{};
+    int n_tok = 0;
+    int pos0 = 0;
+};
+
+// A host copy of a row table (embedding tables are only read a row at a time).
+struct HostTable {
+    ggml_type type = GGML_TYPE_F32;
+    int64_t ne0 = 0, rows = 0;  // rows over all stacked tables
+    size_t row_size = 0;
+    std::vector<uint8_t> data;
+
+    void row(int64_t r, float *out) const {
+        const uint8_t *src = data.data() + (size_t)r * row_size;
+        if (type == GGML_TYPE_F32) {
+            std::memcpy(out, src, (size_t)ne0 * sizeof(float));
+        } else {
+            ggml_get_type_traits(type)->to_float(src, out, ne0);
+        }
+    }
+};
+
+}  // namespace
+
+struct kz_code_predictor {
+    // hparams
+    int n_embd_in = 0, n_embd = 0, n_ff = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+    int vocab = 0, n_cb = 0, cb0_vocab = 0, n_ctx = 0;
+    float rope_theta = 1e6f, eps = 1e-6f;
+    bool has_proj = false;
+
+    ggml_context *wctx = nullptr;
+    ggml_backend_buffer_t wbuf = nullptr;
+    std::vector<Layer> layers;
+    ggml_tensor *head = nullptr, *output_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr;
+    HostTable embd, out_embd;
+
+    std::vector<Step> steps;
+    ggml_threadpool *pool = nullptr;
+    int n_threads = 1;
+    std::vector<uint8_t> work;
+
+    std::vector<float> row_buf, sum_buf;
+    std::string last_error;
+
+    ~kz_code_predictor() {
+        for (auto &s : steps) {
+            if (s.galloc) ggml_gallocr_free(s.galloc);
+            if (s.ctx) ggml_free(s.ctx);
+        }
+        if (pool) ggml_threadpool_free(pool);
+        if (wbuf) ggml_backend_buffer_free(wbuf);
+        if (wctx) ggml_free(wctx);
+    }
+};
+
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// GGUF reading
+// ------------------------------------------------------------------------------------------
+
+struct GgufFile {
+    gguf_context *g = nullptr;
+    FILE *f = nullptr;
+    std::string path;
+    uint64_t file_size = 0;
+    ~GgufFile() {
+        if (g) gguf_free(g);
+        if (f) std::fclose(f);
+    }
+};
+
+std::string shape_str(const int64_t *ne, int n) {
+    std::string s = "[";
+    for (int i = 0; i < n; i++) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+int64_t find(const GgufFile &gf, const std::string &name, bool required = true) {
+    int64_t id = gguf_find_tensor(gf.g, name.c_str());
+    if (id < 0 && required) throw Error(KZ_ERR_FORMAT, gf.path + ": tensor " + name + " is missing (not a code predictor mmproj?)");
+    return id;
+}
+
+const int64_t *ne_of(const GgufFile &gf, int64_t id) { return gguf_get_tensor_ne(gf.g, id); }
+
+void expect_shape(const GgufFile &gf, const std::string &name, std::vector<int64_t> want) {
+    int64_t id = find(gf, name);
+    const int64_t *ne = ne_of(gf, id);
+    bool ok = true;
+    for (int i = 0; i < GGML_MAX_DIMS; i++) {
+        int64_t w = i < (int)want.size() ? want[i] : 1;
+        if (ne[i] != w) ok = false;
+    }
+    if (!ok) {
+        throw Error(KZ_ERR_FORMAT, gf.path + ": tensor " + name + " has shape " + shape_str(ne, GGML_MAX_DIMS) +
+                                       ", expected " + shape_str(want.data(), (int)want.size()));
+    }
+}
+
+// Raw bytes of a tensor as stored.
+std::vector<uint8_t> read_raw(const GgufFile &gf, int64_t id) {
+    size_t size = gguf_get_tensor_size(gf.g, id);
+    uint64_t off = (uint64_t)gguf_get_data_offset(gf.g) + gguf_get_tensor_offset(gf.g, id);
+    const char *name = gguf_get_tensor_name(gf.g, id);
+    if (off + size > gf.file_size) {
+        throw Error(KZ_ERR_FORMAT, gf.path + ": tensor " + name + " lies past the end of the file (truncated?)");
+    }
+    std::vector<uint8_t> buf(size);
+    if (fseeko(gf.f, (off_t)off, SEEK_SET) != 0 || std::fread(buf.data(), 1, size, gf.f) != size) {
+        throw Error(KZ_ERR_IO, gf.path + ": cannot read tensor " + name);
+    }
+    return buf;
+}
+
+uint32_t get_u32(const GgufFile &gf, const std::string &key, uint32_t fallback) {
+    int64_t id = gguf_find_key(gf.g, key.c_str());
+    if (id < 0) return fallback;
+    switch (gguf_get_kv_type(gf.g, id)) {
+        case GGUF_TYPE_UINT32: return gguf_get_val_u32(gf.g, id);
+        case GGUF_TYPE_INT32: return (uint32_t)gguf_get_val_i32(gf.g, id);
+        case GGUF_TYPE_UINT64: return (uint32_t)gguf_get_val_u64(gf.g, id);
+        case GGUF_TYPE_INT64: return (uint32_t)gguf_get_val_i64(gf.g, id);
+        default: throw Error(KZ_ERR_FORMAT, gf.path + ": key " + key + " is not an integer");
+    }
+}
+
+float get_f32(const GgufFile &gf, const std::string &key, float fallback) {
+    int64_t id = gguf_find_key(gf.g, key.c_str());
+    if (id < 0) return fallback;
+    switch (gguf_get_kv_type(gf.g, id)) {
+        case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(gf.g, id);
+        case GGUF_TYPE_FLOAT64: return (float)gguf_get_val_f64(gf.g, id);
+        default: throw Error(KZ_ERR_FORMAT, gf.path + ": key " + key + " is not a float");
+    }
+}
+
+ggml_type override_type(int wt) {
+    switch (wt) {
+        case KZ_CP_WEIGHTS_F32: return GGML_TYPE_F32;
+        case KZ_CP_WEIGHTS_F16: return GGML_TYPE_F16;
+        case KZ_CP_WEIGHTS_Q8_0: return GGML_TYPE_Q8_0;
+        case KZ_CP_WEIGHTS_Q4_0: return GGML_TYPE_Q4_0;
+        default: return GGML_TYPE_COUNT;
+    }
+}
+
+bool can_compute(ggml_type t) {
+    if (t == GGML_TYPE_F32) return true;
+    if ((int)t < 0 || t >= GGML_TYPE_COUNT) return false;
+    const ggml_type_traits *tr = ggml_get_type_traits(t);
+    return tr && tr->to_float != nullptr && tr->blck_size > 0;
+}
+
+// ------------------------------------------------------------------------------------------
+// loading
+// ------------------------------------------------------------------------------------------
+
+struct PendingTensor {
+    ggml_tensor *t;
+    int64_t id;
+};
+
+class Loader {
+  public:
+    Loader(kz_code_predictor &m, GgufFile &gf, int wt) : m_(m), gf_(gf), wt_(wt) {}
+
+    void run() {
+        hparams();
+        validate();
+        create();
+        fill();
+        host_tables();
+    }
+
+  private:
+    kz_code_predictor &m_;
+    GgufFile &gf_;
+    int wt_;
+    std::vector<PendingTensor> pending_;
+
+    void hparams() {
+        const int64_t *e = ne_of(gf_, find(gf_, std::string(P) + "embd.weight"));
+        const int64_t *h = ne_of(gf_, find(gf_, std::string(P) + "head.weight"));
+        const int64_t *o = ne_of(gf_, find(gf_, std::string(P) + "out_embd.weight"));
+        m_.n_embd_in = (int)e[0];
+        m_.vocab = (int)e[1];
+        m_.n_cb = (int)e[2];
+        m_.n_embd = (int)h[0];
+        m_.cb0_vocab = (int)o[1];
+        int n_layer = 0;
+        while (find(gf_, std::string(P) + "blk." + std::to_string(n_layer) + ".attn_q.weight", false) >= 0) n_layer++;
+        const std::string K = "kazetts.code.";
+        m_.n_layer = (int)get_u32(gf_, K + "num_hidden_layers", (uint32_t)n_layer);
+        if (m_.n_layer < 1 || m_.n_layer != n_layer) {
+            throw Error(KZ_ERR_FORMAT, gf_.path + ": " + std::to_string(n_layer) + " code predictor layers in the file, metadata says " +
+                                           std::to_string(m_.n_layer));
+        }
+        std::string b0 = std::string(P) + "blk.0.";
+        const int64_t *qn = ne_of(gf_, find(gf_, b0 + "attn_q_norm.weight"));
+        const int64_t *q = ne_of(gf_, find(gf_, b0 + "attn_q.weight"));
+        const int64_t *k = ne_of(gf_, find(gf_, b0 + "attn_k.weight"));
+        const int64_t *g = ne_of(gf_, find(gf_, b0 + "ffn_gate.weight"));
+        m_.head_dim = (int)get_u32(gf_, K + "head_dim", (uint32_t)qn[0]);
+        if (m_.head_dim <= 0 || m_.head_dim % 2) throw Error(KZ_ERR_FORMAT, gf_.path + ": bad head_dim " + std::to_string(m_.head_dim));
+        m_.n_head = (int)get_u32(gf_, K + "num_attention_heads", (uint32_t)(q[1] / m_.head_dim));
+        m_.n_head_kv = (int)get_u32(gf_, K + "num_key_value_heads", (uint32_t)(k[1] / m_.head_dim));
+        m_.n_ff = (int)get_u32(gf_, K + "intermediate_size", (uint32_t)g[1]);
+        uint32_t hs = get_u32(gf_, K + "hidden_size", (uint32_t)m_.n_embd);
+        uint32_t vs = get_u32(gf_, K + "vocab_size", (uint32_t)m_.vocab);
+        m_.rope_theta = get_f32(gf_, K + "rope_theta", 1e6f);
+        m_.eps = get_f32(gf_, K + "rms_norm_eps", 1e-6f);
+        if ((int)hs != m_.n_embd || (int)vs != m_.vocab) {
+            throw Error(KZ_ERR_FORMAT, gf_.path + ": code predictor tensors disagree with kazetts.code.hidden_size/vocab_size");
+        }
+        if (m_.n_head <= 0 || m_.n_head_kv <= 0 || m_.n_head % m_.n_head_kv || m_.n_cb < 1 || m_.vocab < 1 ||
+            m_.cb0_vocab < 1 || m_.n_embd < 1 || m_.n_embd_in < 1 || m_.n_ff < 1) {
+            throw Error(KZ_ERR_FORMAT, gf_.path + ": inconsistent code predictor hyperparameters");
+        }
+        m_.has_proj = find(gf_, std::string(P) + "proj_in.weight", false) >= 0;
+        m_.n_ctx = m_.n_cb + 1;
+    }
+
+    void validate() {
+        // every tensor of the file must lie inside it (a truncated file is rejected even when
+        // the cut only hits tensors of other stages)
+        for (int64_t i = 0; i < gguf_get_n_tensors(gf_.g); i++) {
+            uint64_t end = (uint64_t)gguf_get_data_offset(gf_.g) + gguf_get_tensor_offset(gf_.g, i) + gguf_get_tensor_size(gf_.g, i);
+            if (end > gf_.file_size) {
+                throw Error(KZ_ERR_FORMAT, gf_.path + ": tensor " + gguf_get_tensor_name(gf_.g, i) +
+                                               " lies past the end of the file (truncated?)");
+            }
+        }
+        const int64_t E = m_.n_embd, hd = m_.head_dim;
+        expect_shape(gf_, std::string(P) + "embd.weight", {m_.n_embd_in, m_.vocab, m_.n_cb});
+        expect_shape(gf_, std::string(P) + "head.weight", {E, m_.vocab, m_.n_cb});
+        expect_shape(gf_, std::string(P) + "out_embd.weight", {m_.n_embd_in, m_.cb0_vocab});
+        expect_shape(gf_, std::string(P) + "output_norm.weight", {E});
+        if (m_.has_proj) {
+            expect_shape(gf_, std::string(P) + "proj_in.weight", {m_.n_embd_in, E});
+            if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0) expect_shape(gf_, std::string(P) + "proj_in.bias", {E});
+        } else if (m_.n_embd_in != m_.n_embd) {
+            throw Error(KZ_ERR_FORMAT, gf_.path + ": talker width " + std::to_string(m_.n_embd_in) + " != code predictor width " +
+                                           std::to_string(m_.n_embd) + " and no a.gen.code.proj_in.weight");
+        }
+        for (int i = 0; i < m_.n_layer; i++) {
+            std::string b = std::string(P) + "blk." + std::to_string(i) + ".";
+            expect_shape(gf_, b + "ln1.weight", {E});
+            expect_shape(gf_, b + "ln2.weight", {E});
+            expect_shape(gf_, b + "attn_q.weight", {E, m_.n_head * hd});
+            expect_shape(gf_, b + "attn_k.weight", {E, m_.n_head_kv * hd});
+            expect_shape(gf_, b + "attn_v.weight", {E, m_.n_head_kv * hd});
+            expect_shape(gf_, b + "attn_q_norm.weight", {hd});
+            expect_shape(gf_, b + "attn_k_norm.weight", {hd});
+            expect_shape(gf_, b + "attn_out.weight", {m_.n_head * hd, E});
+            expect_shape(gf_, b + "ffn_gate.weight", {E, m_.n_ff});
+            expect_shape(gf_, b + "ffn_up.weight", {E, m_.n_ff});
+            expect_shape(gf_, b + "ffn_down.weight", {m_.n_ff, E});
+        }
+        for (int64_t i = 0; i < gguf_get_n_tensors(gf_.g); i++) {
+            std::string n = gguf_get_tensor_name(gf_.g, i);
+            if (n.rfind(P, 0) == 0 && !can_compute(gguf_get_tensor_type(gf_.g, i))) {
+                throw Error(KZ_ERR_FORMAT, gf_.path + ": tensor " + n + " has unsupported type " + ggml_type_name(gguf_get_tensor_type(gf_.g, i)));
+            }
+        }
+    }
+
+    // The type a matrix weight is kept in.
+    ggml_type matrix_type(const std::string &name, int64_t id) {
+        ggml_type file_t = gguf_get_tensor_type(gf_.g, id);
+        ggml_type t = override_type(wt_);
+        if (t == GGML_TYPE_COUNT) t = file_t;
+        const int64_t ne0 = ne_of(gf_, id)[0];
+        if (ggml_blck_size(t) > 1 && ne0 % ggml_blck_size(t) != 0) t = GGML_TYPE_F32;
+        bool down = name.size() >= 16 && name.compare(name.size() - 16, 16, "ffn_down.weight") == 0;
+        if (down && (t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)) t = GGML_TYPE_F32;  // F16 overflow trap
+        return t;
+    }
+
+    ggml_tensor *add(const std::string &name, bool matrix) {
+        int64_t id = find(gf_, name);
+        const int64_t *ne = ne_of(gf_, id);
+        ggml_type t = matrix ? matrix_type(name, id) : GGML_TYPE_F32;
+        ggml_tensor *x = ggml_new_tensor(m_.wctx, t, ggml_n_dims_safe(ne), ne);
+        ggml_set_name(x, name.c_str());
+        pending_.push_back({x, id});
+        return x;
+    }
+
+    static int ggml_n_dims_safe(const int64_t *ne) {
+        int n = GGML_MAX_DIMS;
+        while (n > 1 && ne[n - 1] == 1) n--;
+        return n;
+    }
+
+    void create() {
+        const size_t n_tensors = 8 + 13 * (size_t)m_.n_layer;
+        ggml_init_params ip{ggml_tensor_overhead() * n_tensors, nullptr, true};
+        m_.wctx = ggml_init(ip);
+        if (!m_.wctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+        m_.head = add(std::string(P) + "head.weight", true);
+        m_.output_norm = add(std::string(P) + "output_norm.weight", false);
+        if (m_.has_proj) {
+            m_.proj_w = add(std::string(P) + "proj_in.weight", true);
+            if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0) m_.proj_b = add(std::string(P) + "proj_in.bias", false);
+        }
+        m_.layers.resize(m_.n_layer);
+        for (int i = 0; i < m_.n_layer; i++) {
+            Layer &L = m_.layers[i];
+            std::string b = std::string(P) + "blk." + std::to_string(i) + ".";
+            L.ln1 = add(b + "ln1.weight", false);
+            L.wq = add(b + "attn_q.weight", true);
+            L.q_norm = add(b + "attn_q_norm.weight", false);
+            L.wk = add(b + "attn_k.weight", true);
+            L.k_norm = add(b + "attn_k_norm.weight", false);
+            L.wv = add(b + "attn_v.weight", true);
+            L.wo = add(b + "attn_out.weight", true);
+            L.ln2 = add(b + "ln2.weight", false);
+            L.gate = add(b + "ffn_gate.weight", true);
+            L.up = add(b + "ffn_up.weight", true);
+            L.down = add(b + "ffn_down.weight", true);
+            L.k_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
+            L.v_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
+        }
+        m_.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(m_.wctx, ggml_backend_cpu_buffer_type());
+        if (!m_.wbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the code predictor weights");
+        ggml_backend_buffer_clear(m_.wbuf, 0);
+    }
+
+    // Reads every pending tensor, converting to its kept type in row chunks.
+    void fill() {
+        std::vector<float> f32;
+        for (const auto &p : pending_) {
+            ggml_type src_t = gguf_get_tensor_type(gf_.g, p.id);
+            std::vector<uint8_t> raw = read_raw(gf_, p.id);
+            ggml_tensor *t = p.t;
+            if (src_t == t->type) {
+                if (raw.size() != ggml_nbytes(t)) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(t));
+                std::memcpy(t->data, raw.data(), raw.size());
+                continue;
+            }
+            const int64_t ne0 = t->ne[0];
+            const int64_t rows = ggml_nelements(t) / ne0;
+            const size_t src_row = ggml_row_size(src_t, ne0), dst_row = ggml_row_size(t->type, ne0);
+            const int64_t chunk = std::max<int64_t>(1, (1 << 20) / ne0);
+            f32.resize((size_t)(chunk * ne0));
+            for (int64_t r = 0; r < rows; r += chunk) {
+                int64_t nr = std::min(chunk, rows - r);
+                const uint8_t *src = raw.data() + (size_t)r * src_row;
+                if (src_t == GGML_TYPE_F32) {
+                    std::memcpy(f32.data(), src, (size_t)(nr * ne0) * sizeof(float));
+                } else {
+                    ggml_get_type_traits(src_t)->to_float(src, f32.data(), nr * ne0);
+                }
+                uint8_t *dst = (uint8_t *)t->data + (size_t)r * dst_row;
+                if (t->type == GGML_TYPE_F32) {
+                    std::memcpy(dst, f32.data(), (size_t)(nr * ne0) * sizeof(float));
+                } else {
+                    ggml_quantize_chunk(t->type, f32.data(), dst, 0, nr, ne0, nullptr);
+                }
+            }
+        }
+    }
+
+    void host_table(HostTable &ht, const std::string &name) {
+        int64_t id = find(gf_, name);
+        const int64_t *ne = ne_of(gf_, id);
+        ht.type = gguf_get_tensor_type(gf_.g, id);
+        ht.ne0 = ne[0];
+        ht.rows = ne[1] * ne[2] * ne[3];
+        ht.row_size = ggml_row_size(ht.type, ht.ne0);
+        ht.data = read_raw(gf_, id);
+        if (ht.data.size() != ht.row_size * (size_t)ht.rows) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + name);
+    }
+
+    void host_tables() {
+        host_table(m_.embd, std::string(P) + "embd.weight");
+        host_table(m_.out_embd, std::string(P) + "out_embd.weight");
+    }
+};
+
+// ------------------------------------------------------------------------------------------
+// graphs
+// ------------------------------------------------------------------------------------------
+
+constexpr int GRAPH_SIZE = 1024;
+
+void build_step(kz_code_predictor &m, Step &st, int s) {
+    st.n_tok = s == 0 ? 2 : 1;
+    st.pos0 = s == 0 ? 0 : s + 1;
+    const int n_tok = st.n_tok, pos0 = st.pos0, n_kv = pos0 + n_tok;
+    const int hd = m.head_dim;
+    ggml_init_params ip{ggml_tensor_overhead() * GRAPH_SIZE + ggml_graph_overhead_custom(GRAPH_SIZE, false), nullptr, true};
+    st.ctx = ggml_init(ip);
+    if (!st.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+    ggml_context *ctx = st.ctx;
+    ggml_cgraph *gf = ggml_new_graph_custom(ctx, GRAPH_SIZE, false);
+
+    st.inp = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, m.n_embd_in, n_tok);
+    ggml_set_input(st.inp);
+    st.pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tok);
+    ggml_set_input(st.pos);
+
+    ggml_tensor *x = st.inp;
+    if (m.proj_w) {
+        x = ggml_mul_mat(ctx, m.proj_w, x);
+        if (m.proj_b) x = ggml_add(ctx, x, m.proj_b);
+    }
+    const float kq_scale = 1.0f / std::sqrt((float)hd);
+    for (int il = 0; il < m.n_layer; il++) {
+        const Layer &L = m.layers[il];
+        ggml_tensor *h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln1);
+
+        ggml_tensor *q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, L.wq, h), hd, m.n_head, n_tok);
+        ggml_tensor *k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, L.wk, h), hd, m.n_head_kv, n_tok);
+        ggml_tensor *v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, L.wv, h), hd, m.n_head_kv, n_tok);
+        q = ggml_mul(ctx, ggml_rms_norm(ctx, q, m.eps), L.q_norm);
+        k = ggml_mul(ctx, ggml_rms_norm(ctx, k, m.eps), L.k_norm);
+        q = ggml_rope_ext(ctx, q, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+        k = ggml_rope_ext(ctx, k, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+
+        // write this step's K/V at positions pos0 .. pos0+n_tok-1
+        ggml_tensor *kdst = ggml_view_3d(ctx, L.k_cache, hd, m.n_head_kv, n_tok, L.k_cache->nb[1], L.k_cache->nb[2],
+                                         (size_t)pos0 * L.k_cache->nb[2]);
+        ggml_tensor *vdst = ggml_view_3d(ctx, L.v_cache, hd, m.n_head_kv, n_tok, L.v_cache->nb[1], L.v_cache->nb[2],
+                                         (size_t)pos0 * L.v_cache->nb[2]);
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, k, kdst));
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, v, vdst));
+
+        ggml_tensor *K = ggml_view_3d(ctx, L.k_cache, hd, m.n_head_kv, n_kv, L.k_cache->nb[1], L.k_cache->nb[2], 0);
+        ggml_tensor *V = ggml_view_3d(ctx, L.v_cache, hd, m.n_head_kv, n_kv, L.v_cache->nb[1], L.v_cache->nb[2], 0);
+        K = ggml_permute(ctx, K, 0, 2, 1, 3);                   // [hd, n_kv, n_head_kv]
+        ggml_tensor *Q = ggml_permute(ctx, q, 0, 2, 1, 3);      // [hd, n_tok, n_head]
+        ggml_tensor *kq = ggml_mul_mat(ctx, K, Q);              // [n_kv, n_tok, n_head]
+        if (n_tok > 1) {
+            kq = ggml_scale(ctx, kq, kq_scale);
+            kq = ggml_diag_mask_inf(ctx, kq, pos0);
+            kq = ggml_soft_max(ctx, kq);
+        } else {
+            kq = ggml_soft_max_ext(ctx, kq, nullptr, kq_scale, 0.0f);
+        }
+        ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
+        ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head]
+        ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok);
+        x = ggml_add(ctx, x, ggml_mul_mat(ctx, L.wo, o));
+
+        h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln2);
+        ggml_tensor *g = ggml_silu(ctx, ggml_mul_mat(ctx, L.gate, h));
+        ggml_tensor *u = ggml_mul_mat(ctx, L.up, h);
+        x = ggml_add(ctx, x, ggml_mul_mat(ctx, L.down, ggml_mul(ctx, g, u)));
+    }
+    if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
+    x = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), m.output_norm);
+    ggml_tensor *head = ggml_view_2d(ctx, m.head, m.n_embd, m.vocab, m.head->nb[1], (size_t)s * m.head->nb[2]);
+    st.logits = ggml_mul_mat(ctx, head, x);
+    ggml_set_output(st.logits);
+    ggml_build_forward_expand(gf, st.logits);
+    st.graph = gf;
+
+    st.galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    if (!st.galloc || !ggml_gallocr_alloc_graph(st.galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate a code predictor graph");
+}
+
+void set_threads(kz_code_predictor &m, int n) {
+    if (n < 1 || n > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
+    if (m.pool && m.n_threads == n) return;
+    if (m.pool) {
+        ggml_threadpool_free(m.pool);
+        m.pool = nullptr;
+    }
+    ggml_threadpool_params tp = ggml_threadpool_params_default(n);
+    m.pool = ggml_threadpool_new(&tp);
+    if (!m.pool) throw Error(KZ_ERR_NO_MEMORY, "cannot create a thread pool");
+    m.n_threads = n;
+    size_t work = 0;
+    for (auto &st : m.steps) {
+        st.plan = ggml_graph_plan(st.graph, n, m.pool);
+        work = std::max(work, st.plan.work_size);
+    }
+    m.work.assign(work + 64, 0);
+    for (auto &st : m.steps) st.plan.work_data = st.plan.work_size ? m.work.data() : nullptr;
+}
+
+void compute(kz_code_predictor &m, Step &st) {
+    // inputs are rewritten before every run: the allocator may reuse their memory once consumed
+    for (int i = 0; i < st.n_tok; i++) ((int32_t *)st.pos->data)[i] = st.pos0 + i;
+    ggml_status s = ggml_graph_compute(st.graph, &st.plan);
+    if (s != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, std::string("ggml_graph_compute failed: ") + ggml_status_to_string(s));
+}
+
+void predict(kz_code_predictor &m, const float *hidden, int32_t cb0, const kz_cp_sampling *smp, int32_t *codes,
+             float *emb_sum, float *logits_out) {
+    if (!hidden || !codes) throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_hidden and codes_out must not be NULL");
+    if (cb0 < 0 || cb0 >= m.cb0_vocab) throw Error(KZ_ERR_INVALID_ARGUMENT, "cb0 " + std::to_string(cb0) + " out of range 0.." + std::to_string(m.cb0_vocab - 1));
+    kz_cp_sampling greedy_cfg = kz_cp_default_sampling();
+    greedy_cfg.greedy = 1;
+    const kz_cp_sampling &cfg = smp ? *smp : greedy_cfg;
+    if (!cfg.greedy) {
+        if (!(cfg.temperature > 0.0f)) throw Error(KZ_ERR_INVALID_ARGUMENT, "temperature must be > 0 when sampling");
+        if (!cfg.uniforms && !cfg.rng_state) throw Error(KZ_ERR_INVALID_ARGUMENT, "sampling needs uniforms or an rng_state");
+        if (cfg.top_k < 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "top_k must be >= 0");
+    }
+    const int E = m.n_embd_in;
+    m.sum_buf.resize(E);
+    m.row_buf.resize(E);
+
+    Step &s0 = m.steps[0];
+    float *in0 = (float *)s0.inp->data;
+    std::memcpy(in0, hidden, (size_t)E * sizeof(float));
+    m.out_embd.row(cb0, in0 + E);
+    std::memcpy(m.sum_buf.data(), in0 + E, (size_t)E * sizeof(float));
+
+    kz::cp::Scratch scratch;
+    for (int s = 0; s < m.n_cb; s++) {
+        Step &st = m.steps[s];
+        compute(m, st);
+        const float *lg = (const float *)st.logits->data;
+        if (logits_out) std::memcpy(logits_out + (size_t)s * m.vocab, lg, (size_t)m.vocab * sizeof(float));
+        int code;
+        if (cfg.greedy) {
+            code = kz::cp::argmax(lg, m.vocab);
+        } else {
+            double u = cfg.uniforms ? cfg.uniforms[s] : kz::cp::splitmix_uniform(cfg.rng_state);
+            code = kz::cp::sample(lg, m.vocab, cfg.temperature, cfg.top_k, cfg.top_p, u, scratch);
+        }
+        codes[s] = code;
+        float *row = s + 1 < m.n_cb ? (float *)m.steps[s + 1].inp->data : m.row_buf.data();
+        m.embd.row((int64_t)s * m.vocab + code, row);
+        for (int i = 0; i < E; i++) m.sum_buf[i] += row[i];
+    }
+    if (emb_sum) std::memcpy(emb_sum, m.sum_buf.data(), (size_t)E * sizeof(float));
+}
+
+template <typename F>
+int guarded(kz_code_predictor *cp, F &&fn) {
+    if (!cp) return KZ_ERR_INVALID_ARGUMENT;
+    try {
+        cp->last_error.clear();
+        fn();
+        return KZ_OK;
+    } catch (const Error &e) {
+        cp->last_error = e.what();
+        return e.status;
+    } catch (const std::bad_alloc &) {
+        cp->last_error = "out of memory";
+        return KZ_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        cp->last_error = e.what();
+        return KZ_ERR_COMPUTE;
+    }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// C ABI
+// ------------------------------------------------------------------------------------------
+
+kz_cp_params kz_cp_default_params(void) {
+    kz_cp_params p;
+    p.n_threads = 2;
+    p.weight_type = KZ_CP_WEIGHTS_FILE;
+    return p;
+}
+
+kz_cp_sampling kz_cp_default_sampling(void) {
+    kz_cp_sampling s;
+    s.greedy = 0;
+    s.temperature = 0.9f;
+    s.top_k = 50;
+    s.top_p = 1.0f;
+    s.uniforms = nullptr;
+    s.rng_state = nullptr;
+    return s;
+}
+
+int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor **out, char *err, size_t err_len) {
+    if (out) *out = nullptr;
+    kz::write_error(err, err_len, "");
+    try {
+        if (!path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "path and out must not be NULL");
+        kz_cp_params p = params ? *params : kz_cp_default_params();
+        if (p.weight_type < KZ_CP_WEIGHTS_FILE || p.weight_type > KZ_CP_WEIGHTS_Q4_0) {
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight_type " + std::to_string(p.weight_type));
+        }
+        if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        GgufFile gf;
+        gf.path = path;
+        gf.f = std::fopen(path, "rb");
+        if (!gf.f) throw Error(KZ_ERR_IO, std::string(path) + ": cannot open: " + std::strerror(errno));
+        if (fseeko(gf.f, 0, SEEK_END) != 0) throw Error(KZ_ERR_IO, std::string(path) + ": cannot seek");
+        gf.file_size = (uint64_t)ftello(gf.f);
+        gguf_init_params gp{true, nullptr};
+        gf.g = gguf_init_from_file(path, gp);
+        if (!gf.g) throw Error(KZ_ERR_FORMAT, std::string(path) + ": not a valid GGUF file (or truncated header)");
+
+        ggml_cpu_init();
+        std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
+        Loader(*m, gf, p.weight_type).run();
+        m->steps.resize(m->n_cb);
+        for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
+        set_threads(*m, p.n_threads);
+        *out = m.release();
+        return KZ_OK;
+    } catch (const Error &e) {
+        kz::write_error(err, err_len, e.what());
+        return e.status;
+    } catch (const std::bad_alloc &) {
+        kz::write_error(err, err_len, "out of memory");
+        return KZ_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        kz::write_error(err, err_len, e.what());
+        return KZ_ERR_FORMAT;
+    }
+}
+
+void kz_cp_free(kz_code_predictor *cp) { delete cp; }
+
+int32_t kz_cp_n_embd_in(const kz_code_predictor *cp) { return cp ? cp->n_embd_in : 0; }
+int32_t kz_cp_n_embd(const kz_code_predictor *cp) { return cp ? cp->n_embd : 0; }
+int32_t kz_cp_n_codebooks(const kz_code_predictor *cp) { return cp ? cp->n_cb : 0; }
+int32_t kz_cp_vocab(const kz_code_predictor *cp) { return cp ? cp->vocab : 0; }
+int32_t kz_cp_cb0_vocab(const kz_code_predictor *cp) { return cp ? cp->cb0_vocab : 0; }
+
+int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads) {
+    return guarded(cp, [&] { set_threads(*cp, n_threads); });
+}
+
+int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0, const kz_cp_sampling *sampling,
+                        int32_t *codes_out, float *embedding_sum_out, float *logits_out) {
+    return guarded(cp, [&] { predict(*cp, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
+}
+
+int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out) {
+    return guarded(cp, [&] {
+        if (!codes16 || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "codes and out must not be NULL");
+        if (codes16[0] < 0 || codes16[0] >= cp->cb0_vocab) throw Error(KZ_ERR_INVALID_ARGUMENT, "CB0 out of range");
+        const int E = cp->n_embd_in;
+        cp->row_buf.resize(E);
+        cp->out_embd.row(codes16[0], out);
+        for (int g = 0; g < cp->n_cb; g++) {
+            int32_t c = codes16[g + 1];
+            if (c < 0 || c >= cp->vocab) throw Error(KZ_ERR_INVALID_ARGUMENT, "CB" + std::to_string(g + 1) + " out of range");
+            cp->embd.row((int64_t)g * cp->vocab + c, cp->row_buf.data());
+            for (int i = 0; i < E; i++) out[i] += cp->row_buf[i];
+        }
+    });
+}
+
+const char *kz_cp_last_error(const kz_code_predictor *cp) { return cp ? cp->last_error.c_str() : "null handle"; }

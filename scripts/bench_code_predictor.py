@@ -1,0 +1,145 @@
+"""Benchmark the native code predictor against the PyTorch reference's, ms per frame.
+
+    .venv/bin/python scripts/bench_code_predictor.py [--preset 0.6b] [--frames 20] [--threads 1 2]
+
+Builds (once, cached under ~/.cache/kazetts/models) the synthetic checkpoint of the preset and
+an F32 mmproj holding only the code predictor tensors, then times the native code predictor
+(greedy, one frame = 2-token prefill + 14 steps) with weights converted at load time to F32,
+F16, Q8_0 and Q4_0, at each thread count; and the reference (``talker.code_predictor.generate``
+as ``Qwen3TTSForConditionalGeneration`` calls it, float32, greedy) in the reference environment
+on the same weights and thread counts, printing the ratios.
+
+``--ref-worker`` is the subprocess entry point (reference environment only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts")) / "models"
+REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
+
+
+def checkpoint(preset: str) -> pathlib.Path:
+    from kazetts.synthetic.checkpoint import make_checkpoint
+    d = CACHE / f"synthetic-{preset}-custom_voice-0"
+    if not (d / ".complete").exists():
+        print(f"building synthetic checkpoint {d} ...", flush=True)
+        make_checkpoint(preset, d, "custom_voice", 0)
+        (d / ".complete").write_text("ok")
+    return d
+
+
+def code_mmproj(ck: pathlib.Path, preset: str) -> pathlib.Path:
+    """An F32 mmproj with the code predictor tensors only (the codec is not needed here)."""
+    from kazetts import convert as C
+    from kazetts import gguf_names as N
+    path = CACHE / f"synthetic-{preset}-cp-only-f32.gguf"
+    if path.exists():
+        return path
+    print(f"writing {path} ...", flush=True)
+    c = C._Checkpoint(ck)
+    tensors = C._code_tensors(c)
+
+    def kv(w):
+        C._general(w, c, path.stem, "mmproj", 0)
+        C._mmproj_kv(w, c)
+        C._kazetts_keys(w, c)
+
+    C._write_file(path, N.MMPROJ_ARCH, tensors, "f32", True, kv, lambda m: None)
+    return path
+
+
+def inputs(n_embd_in: int, cb0_vocab: int, frames: int):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    hidden = rng.standard_normal((frames, n_embd_in)).astype(np.float32)
+    cb0 = rng.integers(0, 2048, frames).astype(np.int32)
+    return hidden, cb0
+
+
+def bench_native(mmproj, weights, threads, frames):
+    import numpy as np
+    from kazetts.code_predictor import CodePredictor
+    cp = CodePredictor(mmproj, threads=threads, weights=weights)
+    hidden, cb0 = inputs(cp.n_embd_in, cp.cb0_vocab, frames)
+    for f in range(2):
+        cp.predict(hidden[f], int(cb0[f]))
+    times = []
+    for f in range(frames):
+        t0 = time.perf_counter()
+        cp.predict(hidden[f], int(cb0[f]))
+        times.append(time.perf_counter() - t0)
+    cp.close()
+    return 1000 * float(np.median(times))
+
+
+def ref_worker(ck: str, threads: int, frames: int):
+    import numpy as np
+    import torch
+    from kazetts.reference import load_strict
+    torch.set_num_threads(threads)
+    model, _ = load_strict(ck)
+    talker = model.talker
+    cfg = model.config.talker_config
+    hidden, cb0 = inputs(cfg.hidden_size, cfg.vocab_size, frames)
+    times = []
+    with torch.inference_mode():
+        for f in range(frames + 2):
+            h = torch.from_numpy(hidden[f % frames]).view(1, 1, -1)
+            e = talker.get_input_embeddings()(torch.tensor([[int(cb0[f % frames])]]))
+            t0 = time.perf_counter()
+            talker.code_predictor.generate(inputs_embeds=torch.cat((h, e), dim=1), max_new_tokens=cfg.num_code_groups - 1,
+                                           do_sample=False, output_hidden_states=True, return_dict_in_generate=True)
+            if f >= 2:
+                times.append(time.perf_counter() - t0)
+    print(json.dumps({"ms": 1000 * float(np.median(times))}))
+
+
+def bench_ref(ck, threads, frames):
+    if not REF_PYTHON.exists():
+        return None
+    r = subprocess.run([str(REF_PYTHON), __file__, "--ref-worker", str(ck), "--threads", str(threads), "--frames", str(frames)],
+                       capture_output=True, text=True, cwd=REPO)
+    if r.returncode != 0:
+        print(r.stderr[-2000:], file=sys.stderr)
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])["ms"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="0.6b")
+    ap.add_argument("--frames", type=int, default=20)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--weights", nargs="+", default=["f32", "f16", "q8_0", "q4_0"])
+    ap.add_argument("--no-ref", action="store_true")
+    ap.add_argument("--ref-worker", metavar="CHECKPOINT")
+    a = ap.parse_args()
+    if a.ref_worker:
+        ref_worker(a.ref_worker, a.threads[0], a.frames)
+        return
+    ck = checkpoint(a.preset)
+    mm = code_mmproj(ck, a.preset)
+    rows = []
+    for t in a.threads:
+        ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))
+        for w in a.weights:
+            ms = bench_native(mm, w, t, a.frames)
+            rows.append((t, w, ms, ref))
+            ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"
+            print(f"threads {t}  {w:5s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   speedup {ratio}",
+                  flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
