@@ -1,0 +1,146 @@
+"""The codec decoder (Qwen3-TTS-Tokenizer-12Hz decoder) of libkazetts: codes -> 24 kHz PCM.
+
+    dec = CodecDecoder("model-mmproj.gguf", threads=2, weights="f32")
+    wav = dec.decode(codes)          # codes [T, 16] int -> [T * 1920] float32
+    for chunk in chunks: play(dec.stream(chunk))   # exact streaming, any chunk sizes
+    dec.reset()                      # new utterance
+"""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+import numpy as np
+
+from kazetts import native
+
+WEIGHTS = {"f32": 0, "f16": 1}
+_c_float_p = ctypes.POINTER(ctypes.c_float)
+_c_int32_p = ctypes.POINTER(ctypes.c_int32)
+_BOUND = False
+
+
+def _bind() -> ctypes.CDLL:
+    global _BOUND
+    lib = native.library()
+    if _BOUND:
+        return lib
+    P = ctypes.c_void_p
+    sigs = {
+        "kz_codec_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_size_t]),
+        "kz_codec_free": (None, [P]),
+        "kz_codec_last_error": (ctypes.c_char_p, [P]),
+        "kz_codec_n_codebooks": (ctypes.c_int, [P]),
+        "kz_codec_codebook_size": (ctypes.c_int, [P, ctypes.c_int]),
+        "kz_codec_samples_per_frame": (ctypes.c_int, [P]),
+        "kz_codec_sample_rate": (ctypes.c_int, [P]),
+        "kz_codec_dim": (ctypes.c_int, [P, ctypes.c_int]),
+        "kz_codec_set_threads": (ctypes.c_int, [P, ctypes.c_int]),
+        "kz_codec_set_max_chunk": (ctypes.c_int, [P, ctypes.c_int]),
+        "kz_codec_decode": (ctypes.c_int, [P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t]),
+        "kz_codec_decode_debug": (ctypes.c_int, [P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
+                                                 _c_float_p, _c_float_p, _c_float_p, _c_float_p]),
+        "kz_codec_stream_push": (ctypes.c_int, [P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
+                                                ctypes.POINTER(ctypes.c_size_t)]),
+        "kz_codec_stream_position": (ctypes.c_int64, [P]),
+        "kz_codec_reset": (ctypes.c_int, [P]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    _BOUND = True
+    return lib
+
+
+def _fptr(a: np.ndarray | None):
+    return None if a is None else a.ctypes.data_as(_c_float_p)
+
+
+class CodecDecoder:
+    """One native codec handle (not thread-safe; two instances are independent)."""
+
+    def __init__(self, mmproj: str | pathlib.Path, threads: int = 2, weights: str = "f32"):
+        if weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {list(WEIGHTS)}, got {weights!r}")
+        self._lib = _bind()
+        self._h = ctypes.c_void_p()
+        err = native.error_buffer()
+        status = self._lib.kz_codec_load(str(mmproj).encode(), int(threads), WEIGHTS[weights], ctypes.byref(self._h), err, len(err))
+        native.check(status, err.value)
+        self.weights = weights
+        self.n_codebooks = self._lib.kz_codec_n_codebooks(self._h)
+        self.samples_per_frame = self._lib.kz_codec_samples_per_frame(self._h)
+        self.sample_rate = self._lib.kz_codec_sample_rate(self._h)
+        self.codebook_sizes = [self._lib.kz_codec_codebook_size(self._h, q) for q in range(self.n_codebooks)]
+        self.codebook_dim = self._lib.kz_codec_dim(self._h, 0)
+        self.latent_dim = self._lib.kz_codec_dim(self._h, 1)
+        self.upsample_factor = self._lib.kz_codec_dim(self._h, 2)
+
+    def close(self) -> None:
+        if getattr(self, "_h", None):
+            self._lib.kz_codec_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check(self, status: int) -> None:
+        if status != 0:
+            native.check(status, self._lib.kz_codec_last_error(self._h) or b"")
+
+    def _codes(self, codes) -> tuple[np.ndarray, int, int]:
+        if self._h is None:
+            raise ValueError("the decoder is closed")
+        c = np.asarray(codes)
+        if c.ndim != 2:
+            raise ValueError(f"codes must be [frames, codebooks], got shape {c.shape}")
+        c = np.ascontiguousarray(c, dtype=np.int32)
+        return c, c.shape[0], c.shape[1]
+
+    def set_threads(self, threads: int) -> None:
+        self._check(self._lib.kz_codec_set_threads(self._h, int(threads)))
+
+    def set_max_chunk(self, frames: int) -> None:
+        """Frames per internal graph (memory bound); results do not depend on it."""
+        self._check(self._lib.kz_codec_set_max_chunk(self._h, int(frames)))
+
+    def decode(self, codes, intermediates: bool = False):
+        """Full decode of codes [T, 16] -> float32 [T * 1920]. With intermediates=True also a dict
+        of quantized [C, T], pre_conv [D, T], transformer [D, T], upsample [D, 4T] (golden layout)."""
+        c, n, k = self._codes(codes)
+        out = np.zeros(n * self.samples_per_frame, np.float32)
+        cp = c.ctypes.data_as(_c_int32_p)
+        if not intermediates:
+            self._check(self._lib.kz_codec_decode(self._h, cp, n, k, _fptr(out), out.size))
+            return out
+        q = np.zeros((n, self.codebook_dim), np.float32)
+        pre = np.zeros((n, self.latent_dim), np.float32)
+        tfm = np.zeros((n, self.latent_dim), np.float32)
+        up = np.zeros((n * self.upsample_factor, self.latent_dim), np.float32)
+        self._check(self._lib.kz_codec_decode_debug(self._h, cp, n, k, _fptr(out), out.size, _fptr(q), _fptr(pre), _fptr(tfm), _fptr(up)))
+        return out, {"quantized": q.T.copy(), "pre_conv": pre.T.copy(), "transformer": tfm.T.copy(), "upsample": up.T.copy()}
+
+    def stream(self, codes_chunk) -> np.ndarray:
+        """Pushes the next frames [n, 16] of the stream; returns their n * 1920 samples."""
+        c, n, k = self._codes(codes_chunk)
+        out = np.zeros(n * self.samples_per_frame, np.float32)
+        written = ctypes.c_size_t(0)
+        self._check(self._lib.kz_codec_stream_push(self._h, c.ctypes.data_as(_c_int32_p), n, k, _fptr(out), out.size,
+                                                   ctypes.byref(written)))
+        return out[: written.value]
+
+    @property
+    def position(self) -> int:
+        """Frames streamed since the last reset."""
+        return int(self._lib.kz_codec_stream_position(self._h))
+
+    def reset(self) -> None:
+        self._check(self._lib.kz_codec_reset(self._h))

@@ -1,0 +1,936 @@
+// Codec decoder (Qwen3-TTS-Tokenizer-12Hz decoder) on ggml, with exact streaming.
+//
+// Layout: every activation is a ggml [channels, time] tensor (channel fastest), so 1x1 convs and
+// linears are plain mul_mat, per-channel parameters broadcast as [C] rows, and the left context of
+// a causal conv is a column block. A k-tap conv is one mul_mat over an im2col matrix that is a
+// strided (overlapping) view of the padded input, made contiguous by one copy. A ConvTranspose
+// (kernel K = stride s or 2s) is one mul_mat giving K*Cout values per input step plus an
+// overlap-add of the second half with the previous step's (the "tail").
+//
+// Every chunk of frames is decoded by one graph whose extra inputs are the stream state (conv
+// left contexts, ConvTranspose tails, the last window-1 K/V of every transformer layer, the
+// absolute position); the graph also outputs the next state. A full decode runs the same chunks
+// from a zero state, so it is the exact model for any length.
+#include "kazetts/codec.h"
+
+#include "common_internal.h"
+
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kz::Error;
+
+constexpr int kGraphSize = 16384;
+// The KV window starts at a multiple of kKvAlign positions and the key count is padded to a
+// multiple of kKvAlign (masked zero keys), so every key sits at the same SIMD lane and block
+// offset whatever the chunking: streaming output then matches a full decode bit for bit.
+constexpr int kKvAlign = 64;
+constexpr int64_t kMinCols = 4;
+
+// first position kept in the KV window once `pos` frames are done
+int64_t kv_base(int64_t pos, int window) {
+    int64_t b = pos - (window - 1);
+    return b <= 0 ? 0 : b / kKvAlign * kKvAlign;
+}
+
+struct Conv {  // causal conv, stride 1: w [cin*k, cout] (tap-major rows), b [cout]
+    ggml_tensor *w = nullptr, *b = nullptr;
+    int cin = 0, cout = 0, k = 1, dil = 1;
+};
+struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: w [cin, k*cout], b [cout]
+    ggml_tensor *w = nullptr, *b = nullptr;
+    int cin = 0, cout = 0, k = 1, s = 1;
+};
+struct Snake {
+    ggml_tensor *alpha = nullptr, *inv_beta = nullptr;
+};
+struct TfmLayer {
+    ggml_tensor *ln1, *q, *k, *v, *o, *ls1, *ln2, *gate, *up, *down, *ls2;
+};
+struct UpBlock {
+    TConv conv;
+    ggml_tensor *dw_w, *dw_b, *norm_w, *norm_b, *pw1_w, *pw1_b, *pw2_w, *pw2_b, *gamma;  // dw_w [C, 7]
+    int dw_k;
+};
+struct ResUnit {
+    Snake act1, act2;
+    Conv conv1, conv2;
+};
+struct DacBlock {
+    Snake snake;
+    TConv conv;
+    std::vector<ResUnit> res;
+};
+
+struct Hparams {
+    int n_codebooks = 16, cb_dim = 0, cb_size_first = 0, cb_size_rest = 0;
+    int codebook_dim = 0, latent = 0, hidden = 0, n_layer = 0, head_dim = 64, n_head = 0, n_head_kv = 0;
+    int window = 72, samples_per_frame = 0, up_factor = 1, sample_rate = 24000;
+    float eps = 1e-5f, rope_theta = 10000.0f;
+};
+
+struct Model {
+    Hparams hp;
+    ggml_tensor *cb_first = nullptr, *cb_rest = nullptr, *out_first = nullptr, *out_rest = nullptr;
+    Conv pre_conv;
+    ggml_tensor *in_proj_w, *in_proj_b, *out_proj_w, *out_proj_b, *out_norm;
+    std::vector<TfmLayer> layers;
+    std::vector<UpBlock> up;
+    Conv entry;
+    std::vector<DacBlock> dac;
+    Snake post_snake;
+    Conv post_conv;
+    ggml_context *ctx = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+};
+
+struct State {
+    int64_t pos = 0;  // frames decoded
+    std::vector<std::vector<float>> slots;  // conv contexts and ConvTranspose tails, graph order
+    std::vector<std::vector<float>> k, v;   // per layer: [kv_dim, n_kv]
+    int n_kv = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// loading
+// ---------------------------------------------------------------------------------------------
+
+struct Loader {
+    gguf_context *g = nullptr;
+    ggml_context *meta = nullptr;
+    FILE *f = nullptr;
+    std::string path;
+    ~Loader() {
+        if (f) std::fclose(f);
+        if (g) gguf_free(g);
+        if (meta) ggml_free(meta);
+    }
+    ggml_tensor *src(const std::string &name, bool required = true) const {
+        ggml_tensor *t = ggml_get_tensor(meta, name.c_str());
+        if (!t && required) throw Error(KZ_ERR_FORMAT, "missing tensor " + name + " in " + path);
+        return t;
+    }
+    std::vector<float> read(const ggml_tensor *t) const {
+        int64_t id = gguf_find_tensor(g, t->name);
+        size_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, id);
+        size_t nbytes = ggml_nbytes(t);
+        std::vector<uint8_t> raw(nbytes);
+        if (std::fseek(f, (long)off, SEEK_SET) != 0 || std::fread(raw.data(), 1, nbytes, f) != nbytes)
+            throw Error(KZ_ERR_IO, std::string("cannot read tensor ") + t->name + " from " + path);
+        std::vector<float> out(ggml_nelements(t));
+        if (t->type == GGML_TYPE_F32) {
+            std::memcpy(out.data(), raw.data(), nbytes);
+        } else {
+            const ggml_type_traits *tr = ggml_get_type_traits(t->type);
+            if (!tr || !tr->to_float) throw Error(KZ_ERR_FORMAT, std::string("unsupported tensor type for ") + t->name);
+            tr->to_float(raw.data(), out.data(), (int64_t)out.size());
+        }
+        return out;
+    }
+    double num(const std::string &key, double def) const {
+        int64_t id = gguf_find_key(g, key.c_str());
+        if (id < 0) return def;
+        switch (gguf_get_kv_type(g, id)) {
+            case GGUF_TYPE_UINT8: return gguf_get_val_u8(g, id);
+            case GGUF_TYPE_INT8: return gguf_get_val_i8(g, id);
+            case GGUF_TYPE_UINT16: return gguf_get_val_u16(g, id);
+            case GGUF_TYPE_INT16: return gguf_get_val_i16(g, id);
+            case GGUF_TYPE_UINT32: return gguf_get_val_u32(g, id);
+            case GGUF_TYPE_INT32: return gguf_get_val_i32(g, id);
+            case GGUF_TYPE_UINT64: return (double)gguf_get_val_u64(g, id);
+            case GGUF_TYPE_INT64: return (double)gguf_get_val_i64(g, id);
+            case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(g, id);
+            case GGUF_TYPE_FLOAT64: return gguf_get_val_f64(g, id);
+            default: return def;
+        }
+    }
+};
+
+// A weight to create: its final shape/type and a host fill.
+struct Pending {
+    ggml_tensor *dst;
+    std::vector<float> data;
+};
+
+struct Builder {
+    Model &m;
+    const Loader &L;
+    bool f16;
+    std::vector<Pending> pending;
+
+    ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne, std::vector<float> data) {
+        ggml_tensor *t = nullptr;
+        switch (ne.size()) {
+            case 1: t = ggml_new_tensor_1d(m.ctx, type, ne[0]); break;
+            case 2: t = ggml_new_tensor_2d(m.ctx, type, ne[0], ne[1]); break;
+            default: t = ggml_new_tensor_3d(m.ctx, type, ne[0], ne[1], ne[2]); break;
+        }
+        if ((int64_t)data.size() != ggml_nelements(t)) throw Error(KZ_ERR_FORMAT, "size mismatch for " + name);
+        ggml_set_name(t, name.c_str());
+        pending.push_back({t, std::move(data)});
+        return t;
+    }
+    static void expect(const ggml_tensor *t, std::vector<int64_t> ne) {
+        for (size_t i = 0; i < 4; i++) {
+            int64_t want = i < ne.size() ? ne[i] : 1;
+            if (t->ne[i] != want) {
+                throw Error(KZ_ERR_FORMAT, std::string("tensor ") + t->name + " has an unexpected shape");
+            }
+        }
+    }
+    // a tensor copied as is (F32)
+    ggml_tensor *plain(const std::string &name, std::vector<int64_t> ne, bool half = false) {
+        ggml_tensor *s = L.src(name);
+        expect(s, ne);
+        return make(name, half ? GGML_TYPE_F16 : GGML_TYPE_F32, ne, L.read(s));
+    }
+    ggml_tensor *vec(const std::string &name, int64_t n) { return plain(name, {n}); }
+    Snake snake(const std::string &name, int64_t c) {
+        return {vec(name + ".alpha", c), vec(name + ".beta", c)};
+    }
+    // torch Conv1d weight [cout, cin, k] (ggml ne [k, cin, cout]) -> [cin*k, cout], row j*cin + c
+    Conv conv(const std::string &name, int dil, bool half) {
+        ggml_tensor *s = L.src(name + ".weight");
+        Conv c;
+        c.k = (int)s->ne[0];
+        c.cin = (int)s->ne[1];
+        c.cout = (int)s->ne[2];
+        c.dil = dil;
+        std::vector<float> w = L.read(s), p(w.size());
+        for (int o = 0; o < c.cout; o++)
+            for (int ci = 0; ci < c.cin; ci++)
+                for (int j = 0; j < c.k; j++)
+                    p[ci + (size_t)c.cin * (j + (size_t)c.k * o)] = w[j + (size_t)c.k * (ci + (size_t)c.cin * o)];
+        c.w = make(name + ".weight", half ? GGML_TYPE_F16 : GGML_TYPE_F32, {(int64_t)c.cin * c.k, c.cout}, std::move(p));
+        c.b = vec(name + ".bias", c.cout);
+        return c;
+    }
+    // torch ConvTranspose1d weight [cin, cout, k] (ggml ne [k, cout, cin]) -> [cin, k*cout], row j*cout + c
+    TConv tconv(const std::string &name, int stride, bool half) {
+        ggml_tensor *s = L.src(name + ".weight");
+        TConv c;
+        c.k = (int)s->ne[0];
+        c.cout = (int)s->ne[1];
+        c.cin = (int)s->ne[2];
+        c.s = stride;
+        if (c.k != c.s && c.k != 2 * c.s) throw Error(KZ_ERR_FORMAT, name + ": ConvTranspose kernel must be stride or 2*stride");
+        std::vector<float> w = L.read(s), p(w.size());
+        for (int ci = 0; ci < c.cin; ci++)
+            for (int co = 0; co < c.cout; co++)
+                for (int j = 0; j < c.k; j++)
+                    p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
+        c.w = make(name + ".weight", half ? GGML_TYPE_F16 : GGML_TYPE_F32, {c.cin, (int64_t)c.k * c.cout}, std::move(p));
+        c.b = vec(name + ".bias", c.cout);
+        return c;
+    }
+};
+
+int count_blocks(const Loader &L, const char *fmt) {
+    int n = 0;
+    char name[256];
+    for (;; n++) {
+        std::snprintf(name, sizeof name, fmt, n);
+        if (!L.src(name, false)) return n;
+    }
+}
+
+void load_model(Model &m, const char *path, bool f16) {
+    Loader L;
+    L.path = path;
+    L.f = std::fopen(path, "rb");
+    if (!L.f) throw Error(KZ_ERR_IO, std::string("cannot open ") + path);
+    char magic[4] = {0, 0, 0, 0};
+    if (std::fread(magic, 1, 4, L.f) != 4 || std::memcmp(magic, "GGUF", 4) != 0)
+        throw Error(KZ_ERR_FORMAT, std::string("not a GGUF file: ") + path);
+    gguf_init_params gp = {true, &L.meta};
+    L.g = gguf_init_from_file(path, gp);
+    if (!L.g) throw Error(KZ_ERR_FORMAT, std::string("cannot parse GGUF file ") + path);
+
+    const std::string W = "a.gen.wav.";
+    Hparams &hp = m.hp;
+    ggml_tensor *cbf = L.src(W + "quant.first.codebook.weight");
+    ggml_tensor *cbr = L.src(W + "quant.rest.codebook.weight");
+    hp.cb_dim = (int)cbf->ne[0];
+    hp.cb_size_first = (int)cbf->ne[1];
+    hp.cb_size_rest = (int)cbr->ne[1];
+    hp.n_codebooks = 1 + (int)cbr->ne[2];
+    ggml_tensor *of = L.src(W + "quant.first.out_proj.weight");
+    hp.codebook_dim = (int)of->ne[1];
+    ggml_tensor *pc = L.src(W + "pre_conv.weight");
+    hp.latent = (int)pc->ne[2];
+    ggml_tensor *ip = L.src(W + "tfm.in_proj.weight");
+    hp.hidden = (int)ip->ne[1];
+    hp.n_layer = count_blocks(L, "a.gen.wav.tfm.blk.%d.attn_q.weight");
+    hp.head_dim = (int)L.num("kazetts.wav.head_dim", 64);
+    ggml_tensor *q0 = L.src(W + "tfm.blk.0.attn_q.weight");
+    ggml_tensor *k0 = L.src(W + "tfm.blk.0.attn_k.weight");
+    if (hp.head_dim <= 0 || q0->ne[1] % hp.head_dim || k0->ne[1] % hp.head_dim)
+        throw Error(KZ_ERR_FORMAT, "attention width is not a multiple of head_dim");
+    hp.n_head = (int)(q0->ne[1] / hp.head_dim);
+    hp.n_head_kv = (int)(k0->ne[1] / hp.head_dim);
+    if (hp.n_head % hp.n_head_kv) throw Error(KZ_ERR_FORMAT, "n_head is not a multiple of n_head_kv");
+    hp.eps = (float)L.num("kazetts.wav.rms_norm_eps", 1e-5);
+    hp.rope_theta = (float)L.num("kazetts.wav.rope_theta", 10000.0);
+    hp.window = (int)L.num("kazetts.wav.sliding_window", 72);
+    hp.sample_rate = (int)L.num("kazetts.wav.output_sample_rate", 24000);
+    if (hp.window < 1) throw Error(KZ_ERR_FORMAT, "bad sliding_window");
+
+    ggml_init_params ip_ = {ggml_tensor_overhead() * 1024, nullptr, true};
+    m.ctx = ggml_init(ip_);
+    if (!m.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+    Builder B{m, L, f16, {}};
+
+    m.cb_first = B.plain(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
+    m.cb_rest = B.make(W + "quant.rest.codebook.weight", GGML_TYPE_F32, {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)}, L.read(cbr));
+    m.out_first = B.plain(W + "quant.first.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
+    m.out_rest = B.plain(W + "quant.rest.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
+    m.pre_conv = B.conv(W + "pre_conv", 1, f16);
+    if (m.pre_conv.cin != hp.codebook_dim) throw Error(KZ_ERR_FORMAT, "pre_conv input width mismatch");
+    m.in_proj_w = B.plain(W + "tfm.in_proj.weight", {hp.latent, hp.hidden}, f16);
+    m.in_proj_b = B.vec(W + "tfm.in_proj.bias", hp.hidden);
+    m.out_proj_w = B.plain(W + "tfm.out_proj.weight", {hp.hidden, hp.latent}, f16);
+    m.out_proj_b = B.vec(W + "tfm.out_proj.bias", hp.latent);
+    m.out_norm = B.vec(W + "tfm.output_norm.weight", hp.hidden);
+    const int64_t qd = (int64_t)hp.n_head * hp.head_dim, kvd = (int64_t)hp.n_head_kv * hp.head_dim;
+    for (int i = 0; i < hp.n_layer; i++) {
+        std::string p = W + "tfm.blk." + std::to_string(i) + ".";
+        TfmLayer l;
+        l.ln1 = B.vec(p + "ln1.weight", hp.hidden);
+        l.q = B.plain(p + "attn_q.weight", {hp.hidden, qd}, f16);
+        l.k = B.plain(p + "attn_k.weight", {hp.hidden, kvd}, f16);
+        l.v = B.plain(p + "attn_v.weight", {hp.hidden, kvd}, f16);
+        l.o = B.plain(p + "attn_out.weight", {qd, hp.hidden}, f16);
+        l.ls1 = B.vec(p + "ls1.weight", hp.hidden);
+        l.ln2 = B.vec(p + "ln2.weight", hp.hidden);
+        ggml_tensor *g = L.src(p + "ffn_gate.weight");
+        int64_t ff = g->ne[1];
+        l.gate = B.plain(p + "ffn_gate.weight", {hp.hidden, ff}, f16);
+        l.up = B.plain(p + "ffn_up.weight", {hp.hidden, ff}, f16);
+        l.down = B.plain(p + "ffn_down.weight", {ff, hp.hidden}, f16);
+        l.ls2 = B.vec(p + "ls2.weight", hp.hidden);
+        m.layers.push_back(l);
+    }
+    int n_up = count_blocks(L, "a.gen.wav.up.blk.%d.conv.weight");
+    hp.up_factor = 1;
+    for (int i = 0; i < n_up; i++) {
+        std::string p = W + "up.blk." + std::to_string(i) + ".";
+        UpBlock u;
+        int stride = (int)L.src(p + "conv.weight")->ne[0];  // kernel == stride
+        u.conv = B.tconv(p + "conv", stride, f16);
+        hp.up_factor *= stride;
+        const int64_t C = u.conv.cout;
+        ggml_tensor *dw = L.src(p + "dwconv.weight");
+        u.dw_k = (int)dw->ne[0];
+        Builder::expect(dw, {u.dw_k, 1, C});
+        std::vector<float> w = L.read(dw), t(w.size());
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < u.dw_k; j++) t[c + C * j] = w[j + (size_t)u.dw_k * c];
+        u.dw_w = B.make(p + "dwconv.weight", GGML_TYPE_F32, {C, u.dw_k}, std::move(t));
+        u.dw_b = B.vec(p + "dwconv.bias", C);
+        u.norm_w = B.vec(p + "norm.weight", C);
+        u.norm_b = B.vec(p + "norm.bias", C);
+        ggml_tensor *pw1 = L.src(p + "pw1.weight");
+        u.pw1_w = B.plain(p + "pw1.weight", {C, pw1->ne[1]}, f16);
+        u.pw1_b = B.vec(p + "pw1.bias", pw1->ne[1]);
+        u.pw2_w = B.plain(p + "pw2.weight", {pw1->ne[1], C}, f16);
+        u.pw2_b = B.vec(p + "pw2.bias", C);
+        u.gamma = B.vec(p + "gamma", C);
+        m.up.push_back(u);
+    }
+    m.entry = B.conv(W + "dac.entry", 1, f16);
+    int n_dac = count_blocks(L, "a.gen.wav.dac.blk.%d.conv.weight");
+    int total = hp.up_factor;
+    int ch = m.entry.cout;
+    for (int i = 0; i < n_dac; i++) {
+        std::string p = W + "dac.blk." + std::to_string(i) + ".";
+        DacBlock d;
+        d.snake = B.snake(p + "snake", ch);
+        int k = (int)L.src(p + "conv.weight")->ne[0];
+        if (k % 2) throw Error(KZ_ERR_FORMAT, p + "conv: odd ConvTranspose kernel");
+        d.conv = B.tconv(p + "conv", k / 2, f16);
+        total *= d.conv.s;
+        ch = d.conv.cout;
+        const int dil[3] = {1, 3, 9};
+        for (int r = 0; r < 3; r++) {
+            std::string q = p + "res." + std::to_string(r) + ".";
+            ResUnit u;
+            u.act1 = B.snake(q + "act1", ch);
+            u.conv1 = B.conv(q + "conv1", dil[r], f16);
+            u.act2 = B.snake(q + "act2", ch);
+            u.conv2 = B.conv(q + "conv2", 1, f16);
+            d.res.push_back(u);
+        }
+        m.dac.push_back(d);
+    }
+    m.post_snake = B.snake(W + "dac.post_snake", ch);
+    m.post_conv = B.conv(W + "dac.post_conv", 1, false);
+    if (m.post_conv.cout != 1) throw Error(KZ_ERR_FORMAT, "post_conv must have one output channel");
+    hp.samples_per_frame = total;
+
+    m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
+    if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec weights");
+    std::vector<uint16_t> half;
+    for (Pending &p : B.pending) {
+        if (p.dst->type == GGML_TYPE_F32) {
+            ggml_backend_tensor_set(p.dst, p.data.data(), 0, ggml_nbytes(p.dst));
+        } else {
+            half.resize(p.data.size());
+            ggml_fp32_to_fp16_row(p.data.data(), reinterpret_cast<ggml_fp16_t *>(half.data()), (int64_t)p.data.size());
+            ggml_backend_tensor_set(p.dst, half.data(), 0, ggml_nbytes(p.dst));
+        }
+        std::vector<float>().swap(p.data);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fused SnakeBeta: y = x + inv_beta[c] * sin(alpha[c] * x)^2, one pass, branch-free (vectorizes)
+// ---------------------------------------------------------------------------------------------
+
+// sin(x)^2 = sin(r)^2 with r = x - k*pi (the sign of sin drops out), |r| <= pi/2; Cody-Waite
+// reduction in three parts of pi, odd Taylor polynomial to r^15 (truncation < 1e-9).
+static inline float sin_sq(float x) {
+    // round to nearest without a libm call (|x / pi| < 2^22): add and remove 1.5 * 2^23
+    const float k = (x * 0.318309886183790671f + 12582912.0f) - 12582912.0f;
+    float r = x - k * 3.140625f;
+    r = r - k * 9.67502593994140625e-4f;
+    r = r - k * 1.509957990978376432e-7f;
+    const float r2 = r * r;
+    float p = -7.6471637318198164759e-13f;                   // -1/15!
+    p = p * r2 + 1.6059043836821614599e-10f;                 //  1/13!
+    p = p * r2 - 2.5052108385441718775e-8f;                  // -1/11!
+    p = p * r2 + 2.7557319223985890653e-6f;                  //  1/9!
+    p = p * r2 - 1.9841269841269841270e-4f;                  // -1/7!
+    p = p * r2 + 8.3333333333333333333e-3f;                  //  1/5!
+    p = p * r2 - 1.6666666666666666667e-1f;                  // -1/3!
+    const float sn = r + r * r2 * p;
+    return sn * sn;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void snake_row(float *y, const float *x, const float *alpha, const float *inv_beta, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] + inv_beta[i] * sin_sq(alpha[i] * x[i]);
+}
+
+static void snake_op(ggml_tensor *dst, const ggml_tensor *x, const ggml_tensor *alpha, const ggml_tensor *inv_beta, int ith,
+                     int nth, void *) {
+    const int64_t C = x->ne[0], T = ggml_nrows(x);
+    const int64_t per = (T + nth - 1) / nth, t0 = std::min<int64_t>(T, per * ith), t1 = std::min<int64_t>(T, t0 + per);
+    for (int64_t t = t0; t < t1; t++) {
+        snake_row((float *)((char *)dst->data + t * dst->nb[1]), (const float *)((const char *)x->data + t * x->nb[1]),
+                  (const float *)alpha->data, (const float *)inv_beta->data, C);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// graph
+// ---------------------------------------------------------------------------------------------
+
+struct Graph {
+    const Model &m;
+    ggml_context *ctx;
+    const State &st;
+    int n;  // frames in this chunk
+    State next;  // sized on build, filled after compute
+    std::vector<std::pair<ggml_tensor *, const std::vector<float> *>> state_in;
+    struct Out { ggml_tensor *t; int kind; size_t index; };  // kind 0 slot, 1 k, 2 v
+    std::vector<Out> state_out;
+    std::deque<std::vector<float>> zeros;  // zero states, kept alive until inputs are set
+    size_t slot = 0;
+    ggml_tensor *codes_first = nullptr, *codes_rest = nullptr, *pos = nullptr, *mask = nullptr;
+    ggml_tensor *quantized = nullptr, *pre_conv = nullptr, *transformer = nullptr, *upsample = nullptr, *wav = nullptr;
+
+    Graph(const Model &m_, ggml_context *c, const State &s, int n_) : m(m_), ctx(c), st(s), n(n_) {}
+
+    ggml_tensor *input(ggml_type t, int64_t ne0, int64_t ne1 = 1) {
+        ggml_tensor *x = ggml_new_tensor_2d(ctx, t, ne0, ne1);
+        ggml_set_input(x);
+        return x;
+    }
+    // the previous state of the next slot, [ne0, ne1]
+    ggml_tensor *state(int64_t ne0, int64_t ne1) {
+        ggml_tensor *x = input(GGML_TYPE_F32, ne0, ne1);
+        const size_t want = (size_t)(ne0 * ne1);
+        if (slot < st.slots.size()) {
+            if (st.slots[slot].size() != want) throw Error(KZ_ERR_STATE, "stream state does not match the model");
+            state_in.push_back({x, &st.slots[slot]});
+        } else {
+            zeros.emplace_back(want, 0.0f);
+            state_in.push_back({x, &zeros.back()});
+        }
+        if (next.slots.size() <= slot) next.slots.resize(slot + 1);
+        return x;
+    }
+    // the new state of the current slot
+    void save(ggml_tensor *view) {
+        ggml_tensor *t = ggml_cont(ctx, view);
+        ggml_set_output(t);
+        state_out.push_back({t, 0, slot});
+        slot++;
+    }
+
+    // w x with at least kMinCols columns: ggml picks its GEMM kernel (and so the rounding) by the
+    // column count, fewer columns are padded with zeros so a 1-frame push rounds like a big chunk
+    ggml_tensor *mm(ggml_tensor *w, ggml_tensor *x) {
+        const int64_t T = x->ne[1];
+        if (T >= kMinCols) return ggml_mul_mat(ctx, w, x);
+        if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);  // ggml_pad is F32 only
+        ggml_tensor *y = ggml_mul_mat(ctx, w, ggml_pad(ctx, x, 0, (int)(kMinCols - T), 0, 0));
+        return ggml_cont(ctx, ggml_view_2d(ctx, y, y->ne[0], T, y->nb[1], 0));
+    }
+
+    ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
+        const int64_t T = x->ne[1];
+        const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
+        ggml_tensor *xp = x;
+        if (Lc > 0) {
+            ggml_tensor *prev = state(c.cin, Lc);
+            xp = ggml_concat(ctx, prev, x, 1);
+            save(ggml_view_2d(ctx, xp, c.cin, Lc, xp->nb[1], (size_t)T * xp->nb[1]));
+        }
+        ggml_tensor *cols = xp;
+        if (c.k > 1) {
+            // overlapping view [cin, k, T]: tap j of step t is column t + j*dil of xp
+            ggml_tensor *v = ggml_view_1d(ctx, xp, 1, 0);
+            v->ne[0] = c.cin;
+            v->ne[1] = c.k;
+            v->ne[2] = T;
+            v->ne[3] = 1;
+            v->nb[1] = (size_t)c.dil * xp->nb[1];
+            v->nb[2] = xp->nb[1];
+            v->nb[3] = v->nb[2] * T;
+            ggml_tensor *dst = ggml_new_tensor_3d(ctx, c.w->type, c.cin, c.k, T);
+            cols = ggml_reshape_2d(ctx, ggml_cpy(ctx, v, dst), (int64_t)c.cin * c.k, T);
+        }
+        return ggml_add(ctx, mm(c.w, cols), c.b);
+    }
+
+    ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
+        const int64_t T = x->ne[1];
+        ggml_tensor *y = mm(c.w, x);  // [k*cout, T]
+        ggml_tensor *out;
+        if (c.k == c.s) {
+            out = ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T);
+        } else {
+            const size_t es = ggml_element_size(y);
+            ggml_tensor *a = ggml_view_3d(ctx, y, c.cout, c.s, T, c.cout * es, y->nb[1], 0);
+            ggml_tensor *b = ggml_cont(ctx, ggml_view_3d(ctx, y, c.cout, c.s, T, c.cout * es, y->nb[1], (size_t)c.s * c.cout * es));
+            ggml_tensor *prev = ggml_reshape_3d(ctx, state((int64_t)c.cout * c.s, 1), c.cout, c.s, 1);
+            ggml_tensor *bf = ggml_concat(ctx, prev, b, 2);  // [cout, s, T+1]
+            save(ggml_view_3d(ctx, bf, c.cout, c.s, 1, bf->nb[1], bf->nb[2], (size_t)T * bf->nb[2]));
+            ggml_tensor *bs = ggml_view_3d(ctx, bf, c.cout, c.s, T, bf->nb[1], bf->nb[2], 0);
+            out = ggml_reshape_2d(ctx, ggml_add(ctx, a, bs), c.cout, (int64_t)c.s * T);
+        }
+        return ggml_add(ctx, out, c.b);
+    }
+
+    ggml_tensor *snake(ggml_tensor *x, const Snake &s) {
+        if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
+        return ggml_map_custom3(ctx, x, s.alpha, s.inv_beta, snake_op, GGML_N_TASKS_MAX, nullptr);
+    }
+
+    ggml_tensor *convnext(ggml_tensor *x, const UpBlock &u) {
+        const int64_t C = x->ne[0], T = x->ne[1];
+        const int64_t Lc = u.dw_k - 1;
+        ggml_tensor *prev = state(C, Lc);
+        ggml_tensor *xp = ggml_concat(ctx, prev, x, 1);
+        save(ggml_view_2d(ctx, xp, C, Lc, xp->nb[1], (size_t)T * xp->nb[1]));
+        ggml_tensor *y = nullptr;
+        for (int j = 0; j < u.dw_k; j++) {
+            ggml_tensor *v = ggml_view_2d(ctx, xp, C, T, xp->nb[1], (size_t)j * xp->nb[1]);
+            ggml_tensor *w = ggml_view_1d(ctx, u.dw_w, C, (size_t)j * u.dw_w->nb[1]);
+            ggml_tensor *t = ggml_mul(ctx, v, w);
+            y = y ? ggml_add(ctx, y, t) : t;
+        }
+        y = ggml_add(ctx, y, u.dw_b);
+        y = ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, y, 1e-6f), u.norm_w), u.norm_b);
+        y = ggml_gelu_erf(ctx, ggml_add(ctx, ggml_mul_mat(ctx, u.pw1_w, y), u.pw1_b));
+        y = ggml_add(ctx, ggml_mul_mat(ctx, u.pw2_w, y), u.pw2_b);
+        return ggml_add(ctx, x, ggml_mul(ctx, y, u.gamma));
+    }
+
+    ggml_tensor *build_transformer(ggml_tensor *x) {
+        const Hparams &hp = m.hp;
+        const int P = st.n_kv;
+        const int nq = (int)x->ne[1];  // n real frames, then dummies
+        const int N0 = P + n;
+        const int N = (P + nq + kKvAlign - 1) / kKvAlign * kKvAlign;
+        const int hd = hp.head_dim, kvd = hp.head_dim * hp.n_head_kv;
+        const int keep = (int)(st.pos + n - kv_base(st.pos + n, hp.window));
+        next.k.resize(hp.n_layer);
+        next.v.resize(hp.n_layer);
+        next.n_kv = keep;
+        pos = input(GGML_TYPE_I32, nq);
+        mask = input(GGML_TYPE_F32, N, nq);
+        ggml_tensor *h = ggml_add(ctx, ggml_mul_mat(ctx, m.in_proj_w, x), m.in_proj_b);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        for (int il = 0; il < hp.n_layer; il++) {
+            const TfmLayer &l = m.layers[il];
+            ggml_tensor *t = ggml_mul(ctx, ggml_rms_norm(ctx, h, hp.eps), l.ln1);
+            ggml_tensor *q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.q, t), hd, hp.n_head, nq);
+            ggml_tensor *k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.k, t), hd, hp.n_head_kv, nq);
+            ggml_tensor *v = ggml_mul_mat(ctx, l.v, t);  // [kvd, n]
+            q = ggml_rope_ext(ctx, q, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+            k = ggml_rope_ext(ctx, k, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+            ggml_tensor *K = ggml_reshape_2d(ctx, k, kvd, nq);
+            ggml_tensor *V = v;
+            if (P > 0) {
+                ggml_tensor *kp = input(GGML_TYPE_F32, kvd, P);
+                ggml_tensor *vp = input(GGML_TYPE_F32, kvd, P);
+                state_in.push_back({kp, &st.k[il]});
+                state_in.push_back({vp, &st.v[il]});
+                K = ggml_concat(ctx, kp, K, 1);
+                V = ggml_concat(ctx, vp, V, 1);
+            }
+            ggml_tensor *ks = ggml_cont(ctx, ggml_view_2d(ctx, K, kvd, keep, K->nb[1], (size_t)(N0 - keep) * K->nb[1]));
+            ggml_tensor *vs = ggml_cont(ctx, ggml_view_2d(ctx, V, kvd, keep, V->nb[1], (size_t)(N0 - keep) * V->nb[1]));
+            if (N > P + nq) {
+                K = ggml_pad(ctx, K, 0, N - P - nq, 0, 0);
+                V = ggml_pad(ctx, V, 0, N - P - nq, 0, 0);
+            }
+            ggml_set_output(ks);
+            ggml_set_output(vs);
+            state_out.push_back({ks, 1, (size_t)il});
+            state_out.push_back({vs, 2, (size_t)il});
+            ggml_tensor *K3 = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, hp.n_head_kv, N), 0, 2, 1, 3);  // [hd, N, kv]
+            ggml_tensor *Q3 = ggml_permute(ctx, q, 0, 2, 1, 3);                                        // [hd, n, h]
+            ggml_tensor *kq = ggml_mul_mat(ctx, K3, Q3);                                                 // [N, n, h]
+            kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
+            ggml_tensor *V3 = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, hp.n_head_kv, N), 1, 2, 0, 3));  // [N, hd, kv]
+            ggml_tensor *o = ggml_mul_mat(ctx, V3, kq);                                                  // [hd, n, h]
+            o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), (int64_t)hd * hp.n_head, nq);
+            o = ggml_mul_mat(ctx, l.o, o);
+            h = ggml_add(ctx, h, ggml_mul(ctx, o, l.ls1));
+            t = ggml_mul(ctx, ggml_rms_norm(ctx, h, hp.eps), l.ln2);
+            ggml_tensor *g = ggml_silu(ctx, ggml_mul_mat(ctx, l.gate, t));
+            ggml_tensor *f = ggml_mul_mat(ctx, l.down, ggml_mul(ctx, g, ggml_mul_mat(ctx, l.up, t)));
+            h = ggml_add(ctx, h, ggml_mul(ctx, f, l.ls2));
+        }
+        h = ggml_mul(ctx, ggml_rms_norm(ctx, h, hp.eps), m.out_norm);
+        return ggml_add(ctx, ggml_mul_mat(ctx, m.out_proj_w, h), m.out_proj_b);
+    }
+
+    ggml_cgraph *build() {
+        const Hparams &hp = m.hp;
+        codes_first = input(GGML_TYPE_I32, n);
+        codes_rest = input(GGML_TYPE_I32, (int64_t)n * (hp.n_codebooks - 1));
+        ggml_tensor *e0 = ggml_get_rows(ctx, m.cb_first, codes_first);  // [cb_dim, n]
+        ggml_tensor *er = ggml_get_rows(ctx, m.cb_rest, codes_rest);    // [cb_dim, 15n], codebook-major
+        ggml_tensor *sum = nullptr;
+        for (int q = 0; q < hp.n_codebooks - 1; q++) {
+            ggml_tensor *v = ggml_view_2d(ctx, er, hp.cb_dim, n, er->nb[1], (size_t)q * n * er->nb[1]);
+            sum = sum ? ggml_add(ctx, sum, v) : ggml_cont(ctx, v);
+        }
+        quantized = mm(m.out_first, e0);
+        if (sum) quantized = ggml_add(ctx, quantized, mm(m.out_rest, sum));
+        ggml_set_output(quantized);
+        pre_conv = conv(quantized, m.pre_conv);
+        ggml_set_output(pre_conv);
+        if (n < kMinCols) {  // dummy frames after the real ones (causal: they change nothing)
+            transformer = build_transformer(ggml_pad(ctx, pre_conv, 0, (int)(kMinCols - n), 0, 0));
+            transformer = ggml_cont(ctx, ggml_view_2d(ctx, transformer, transformer->ne[0], n, transformer->nb[1], 0));
+        } else {
+            transformer = build_transformer(pre_conv);
+        }
+        ggml_set_output(transformer);
+        ggml_tensor *x = transformer;
+        for (const UpBlock &u : m.up) {
+            x = tconv(x, u.conv);
+            x = convnext(x, u);
+        }
+        upsample = x;
+        ggml_set_output(upsample);
+        x = conv(x, m.entry);
+        for (const DacBlock &d : m.dac) {
+            x = tconv(snake(x, d.snake), d.conv);
+            for (const ResUnit &r : d.res) {
+                ggml_tensor *t = conv(snake(x, r.act1), r.conv1);
+                t = conv(snake(t, r.act2), r.conv2);
+                x = ggml_add(ctx, t, x);
+            }
+        }
+        x = conv(snake(x, m.post_snake), m.post_conv);
+        wav = ggml_clamp(ctx, x, -1.0f, 1.0f);
+        ggml_set_output(wav);
+        ggml_cgraph *gf = ggml_new_graph_custom(ctx, kGraphSize, false);
+        ggml_build_forward_expand(gf, wav);
+        ggml_build_forward_expand(gf, quantized);
+        ggml_build_forward_expand(gf, upsample);
+        for (auto &so : state_out) ggml_build_forward_expand(gf, so.t);
+        return gf;
+    }
+};
+
+}  // namespace
+
+struct kz_codec {
+    Model model;
+    State stream;
+    int n_threads = 1;
+    int max_chunk = 16;
+    ggml_backend_t backend = nullptr;
+    ggml_gallocr_t galloc = nullptr;
+    std::vector<uint8_t> graph_mem;
+    int reserved_chunk = 0;  // max_chunk the allocator was reserved for
+    std::string last_error;
+
+    ~kz_codec() {
+        if (galloc) ggml_gallocr_free(galloc);
+        if (backend) ggml_backend_free(backend);
+        if (model.buf) ggml_backend_buffer_free(model.buf);
+        if (model.ctx) ggml_free(model.ctx);
+    }
+
+    struct Outputs {
+        float *wav = nullptr, *quantized = nullptr, *pre_conv = nullptr, *transformer = nullptr, *upsample = nullptr;
+    };
+
+    // decodes n frames (codes already validated) from st, advancing st; out pointers advanced by caller
+    // sizes the compute buffer once for the largest graph (max_chunk frames, fullest KV window),
+    // so streams of varying shapes never reallocate it
+    void reserve() {
+        if (reserved_chunk == max_chunk) return;
+        ggml_init_params gp = {graph_mem.size(), graph_mem.data(), true};
+        ggml_context *ctx = ggml_init(gp);
+        if (!ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+        std::unique_ptr<ggml_context, void (*)(ggml_context *)> guard(ctx, ggml_free);
+        State worst;
+        worst.n_kv = model.hp.window - 1 + kKvAlign - 1;
+        worst.k.resize(model.hp.n_layer);
+        worst.v.resize(model.hp.n_layer);
+        Graph g(model, ctx, worst, max_chunk);
+        if (!ggml_gallocr_reserve(galloc, g.build())) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec graph");
+        reserved_chunk = max_chunk;
+    }
+
+    void run_chunk(State &st, const int32_t *codes, int n, const Outputs &o) {
+        const Hparams &hp = model.hp;
+        reserve();
+        ggml_init_params gp = {graph_mem.size(), graph_mem.data(), true};
+        ggml_context *ctx = ggml_init(gp);
+        if (!ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+        std::unique_ptr<ggml_context, void (*)(ggml_context *)> guard(ctx, ggml_free);
+        Graph g(model, ctx, st, n);
+        ggml_cgraph *gf = g.build();
+        if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec graph");
+
+        const int nq = std::max<int>(n, (int)kMinCols);
+        std::vector<int32_t> c0(n), cr((size_t)n * (hp.n_codebooks - 1)), pos(nq);
+        for (int t = 0; t < nq; t++) pos[t] = (int32_t)(st.pos + t);
+        for (int t = 0; t < n; t++) {
+            c0[t] = codes[(size_t)t * hp.n_codebooks];
+            for (int q = 1; q < hp.n_codebooks; q++)
+                cr[(size_t)(q - 1) * n + t] = codes[(size_t)t * hp.n_codebooks + q] + (q - 1) * hp.cb_size_rest;
+        }
+        ggml_backend_tensor_set(g.codes_first, c0.data(), 0, ggml_nbytes(g.codes_first));
+        ggml_backend_tensor_set(g.codes_rest, cr.data(), 0, ggml_nbytes(g.codes_rest));
+        ggml_backend_tensor_set(g.pos, pos.data(), 0, ggml_nbytes(g.pos));
+        const int P = st.n_kv, N = (P + nq + kKvAlign - 1) / kKvAlign * kKvAlign;
+        std::vector<float> mask((size_t)N * nq);
+        for (int i = 0; i < nq; i++) {
+            const int64_t qp = st.pos + i;
+            for (int j = 0; j < N; j++) {
+                const int64_t kp = st.pos - P + j;
+                mask[(size_t)i * N + j] = (j < P + nq && kp <= qp && kp > qp - hp.window) ? 0.0f : -INFINITY;
+            }
+        }
+        ggml_backend_tensor_set(g.mask, mask.data(), 0, ggml_nbytes(g.mask));
+        for (auto &si : g.state_in) ggml_backend_tensor_set(si.first, si.second->data(), 0, ggml_nbytes(si.first));
+
+        ggml_backend_cpu_set_n_threads(backend, n_threads);
+        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, "codec graph failed");
+
+        auto get = [](ggml_tensor *t, float *dst) {
+            if (dst) ggml_backend_tensor_get(t, dst, 0, ggml_nbytes(t));
+        };
+        get(g.wav, o.wav);
+        get(g.quantized, o.quantized);
+        get(g.pre_conv, o.pre_conv);
+        get(g.transformer, o.transformer);
+        get(g.upsample, o.upsample);
+        for (auto &so : g.state_out) {
+            std::vector<float> &dst = so.kind == 0 ? g.next.slots[so.index] : so.kind == 1 ? g.next.k[so.index] : g.next.v[so.index];
+            dst.resize(ggml_nelements(so.t));
+            ggml_backend_tensor_get(so.t, dst.data(), 0, ggml_nbytes(so.t));
+        }
+        g.next.pos = st.pos + n;
+        st = std::move(g.next);
+    }
+
+    void check_codes(const int32_t *codes, int n, int n_cb, const float *out, size_t capacity) const {
+        const Hparams &hp = model.hp;
+        if (n < 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "negative frame count");
+        if (n_cb != hp.n_codebooks)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "expected " + std::to_string(hp.n_codebooks) + " codebooks, got " + std::to_string(n_cb));
+        if (n == 0) return;
+        if (!codes || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null codes or output buffer");
+        if (capacity < (size_t)n * hp.samples_per_frame)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "output buffer too small: need " + std::to_string((size_t)n * hp.samples_per_frame) + " samples");
+        for (int t = 0; t < n; t++)
+            for (int q = 0; q < n_cb; q++) {
+                int32_t c = codes[(size_t)t * n_cb + q];
+                int size = q == 0 ? hp.cb_size_first : hp.cb_size_rest;
+                if (c < 0 || c >= size)
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "code " + std::to_string(c) + " out of range [0, " + std::to_string(size) +
+                                                             ") at frame " + std::to_string(t) + ", codebook " + std::to_string(q));
+            }
+    }
+
+    void run(State &st, const int32_t *codes, int n, Outputs o) {
+        const Hparams &hp = model.hp;
+        for (int done = 0; done < n;) {
+            const int c = std::min(max_chunk, n - done);
+            run_chunk(st, codes + (size_t)done * hp.n_codebooks, c, o);
+            done += c;
+            auto adv = [c](float *&p, size_t per) { if (p) p += (size_t)c * per; };
+            adv(o.wav, hp.samples_per_frame);
+            adv(o.quantized, hp.codebook_dim);
+            adv(o.pre_conv, hp.latent);
+            adv(o.transformer, hp.latent);
+            adv(o.upsample, (size_t)hp.latent * hp.up_factor);
+        }
+    }
+};
+
+namespace {
+
+template <class F>
+int guarded(kz_codec *c, F &&f) {
+    try {
+        f();
+        if (c) c->last_error.clear();
+        return KZ_OK;
+    } catch (const Error &e) {
+        if (c) c->last_error = e.what();
+        return e.status;
+    } catch (const std::bad_alloc &) {
+        if (c) c->last_error = "out of memory";
+        return KZ_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        if (c) c->last_error = e.what();
+        return KZ_ERR_COMPUTE;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec **out, char *err, size_t err_len) {
+    kz::write_error(err, err_len, "");
+    if (out) *out = nullptr;
+    try {
+        if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
+        if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight type " + std::to_string(weights));
+        std::unique_ptr<kz_codec> c(new kz_codec());
+        c->n_threads = n_threads;
+        load_model(c->model, mmproj_path, weights == KZ_CODEC_WEIGHTS_F16);
+        c->backend = ggml_backend_cpu_init();
+        if (!c->backend) throw Error(KZ_ERR_NO_MEMORY, "cannot create the CPU backend");
+        c->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+        if (!c->galloc) throw Error(KZ_ERR_NO_MEMORY, "cannot create the graph allocator");
+        c->graph_mem.resize(ggml_tensor_overhead() * kGraphSize + ggml_graph_overhead_custom(kGraphSize, false));
+        *out = c.release();
+        return KZ_OK;
+    } catch (const Error &e) {
+        kz::write_error(err, err_len, e.what());
+        return e.status;
+    } catch (const std::bad_alloc &) {
+        kz::write_error(err, err_len, "out of memory");
+        return KZ_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        kz::write_error(err, err_len, e.what());
+        return KZ_ERR_FORMAT;
+    }
+}
+
+void kz_codec_free(kz_codec *codec) { delete codec; }
+
+const char *kz_codec_last_error(const kz_codec *codec) { return codec ? codec->last_error.c_str() : "null handle"; }
+
+int kz_codec_n_codebooks(const kz_codec *c) { return c ? c->model.hp.n_codebooks : 0; }
+int kz_codec_codebook_size(const kz_codec *c, int q) {
+    if (!c || q < 0 || q >= c->model.hp.n_codebooks) return 0;
+    return q == 0 ? c->model.hp.cb_size_first : c->model.hp.cb_size_rest;
+}
+int kz_codec_samples_per_frame(const kz_codec *c) { return c ? c->model.hp.samples_per_frame : 0; }
+int kz_codec_sample_rate(const kz_codec *c) { return c ? c->model.hp.sample_rate : 0; }
+int kz_codec_dim(const kz_codec *c, int which) {
+    if (!c) return 0;
+    switch (which) {
+        case 0: return c->model.hp.codebook_dim;
+        case 1: return c->model.hp.latent;
+        case 2: return c->model.hp.up_factor;
+        default: return 0;
+    }
+}
+
+int kz_codec_set_threads(kz_codec *c, int n_threads) {
+    if (!c) return KZ_ERR_INVALID_ARGUMENT;
+    return guarded(c, [&] {
+        if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        c->n_threads = n_threads;
+    });
+}
+
+int kz_codec_set_max_chunk(kz_codec *c, int n_frames) {
+    if (!c) return KZ_ERR_INVALID_ARGUMENT;
+    return guarded(c, [&] {
+        if (n_frames < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be >= 1");
+        c->max_chunk = n_frames;
+    });
+}
+
+int kz_codec_decode_debug(kz_codec *c, const int32_t *codes, int n_frames, int n_codebooks, float *out, size_t capacity,
+                          float *quantized, float *pre_conv, float *transformer, float *upsample) {
+    if (!c) return KZ_ERR_INVALID_ARGUMENT;
+    return guarded(c, [&] {
+        c->check_codes(codes, n_frames, n_codebooks, out, capacity);
+        State st;
+        c->run(st, codes, n_frames, {out, quantized, pre_conv, transformer, upsample});
+    });
+}
+
+int kz_codec_decode(kz_codec *c, const int32_t *codes, int n_frames, int n_codebooks, float *out, size_t capacity) {
+    return kz_codec_decode_debug(c, codes, n_frames, n_codebooks, out, capacity, nullptr, nullptr, nullptr, nullptr);
+}
+
+int kz_codec_stream_push(kz_codec *c, const int32_t *codes, int n_frames, int n_codebooks, float *out, size_t capacity,
+                         size_t *written) {
+    if (!c) return KZ_ERR_INVALID_ARGUMENT;
+    if (written) *written = 0;
+    return guarded(c, [&] {
+        c->check_codes(codes, n_frames, n_codebooks, out, capacity);
+        State st = c->stream;  // committed only on success
+        c->run(st, codes, n_frames, {out, nullptr, nullptr, nullptr, nullptr});
+        c->stream = std::move(st);
+        if (written) *written = (size_t)n_frames * c->model.hp.samples_per_frame;
+    });
+}
+
+int64_t kz_codec_stream_position(const kz_codec *c) { return c ? c->stream.pos : -1; }
+
+int kz_codec_reset(kz_codec *c) {
+    if (!c) return KZ_ERR_INVALID_ARGUMENT;
+    return guarded(c, [&] { c->stream = State(); });
+}
+
+}  // extern "C"
