@@ -16,6 +16,23 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quantize(args: argparse.Namespace) -> int:
+    from .quantize import quantize_file
+
+    result = quantize_file(args.input, args.output, args.type, nthread=args.threads,
+                           allow_requantize=args.allow_requantize)
+    print(result.summary())
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from .info import format_info, inspect_gguf
+
+    for i, path in enumerate(args.files):
+        print(("\n" if i else "") + format_info(inspect_gguf(path)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kazetts", description="Qwen3-TTS 12 Hz from GGUF files")
     sub = p.add_subparsers(dest="command", required=True)
@@ -26,6 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--name", default=None, help="file name prefix (default: the checkpoint directory's name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no per-tensor progress")
     c.set_defaults(func=_convert)
+    from .quantize import TYPES
+    q = sub.add_parser("quantize", help="requantize a talker (llama.cpp's quantizer) or mmproj GGUF")
+    q.add_argument("input", help="talker or mmproj GGUF (best: an f16/f32 file from `kazetts convert --type f16`)")
+    q.add_argument("output", help="output GGUF file")
+    q.add_argument("--type", required=True, choices=TYPES, metavar="TYPE",
+                   help=f"target type: {', '.join(TYPES)} (mmproj: code predictor matrices get q8_0 or q4_0)")
+    q.add_argument("-t", "--threads", type=int, default=None, help="threads for llama.cpp's quantizer (default: all cores)")
+    q.add_argument("--allow-requantize", action="store_true", help="accept an already quantized input")
+    q.set_defaults(func=_quantize)
+    i = sub.add_parser("info", help="show what a talker or mmproj GGUF holds")
+    i.add_argument("files", nargs="+", help="GGUF file(s)")
+    i.set_defaults(func=_info)
     return p
 
 

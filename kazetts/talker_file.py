@@ -15,11 +15,10 @@ from __future__ import annotations
 import pathlib
 from typing import Sequence
 
-import gguf
 import numpy as np
-from gguf.quants import dequantize
 
 from . import gguf_names as names
+from .gguf_header import GGUFHeader
 from .prompt import VoiceTable
 
 # Control ids every Qwen3-TTS talker has, under the token names llama.cpp's converter gives them.
@@ -38,34 +37,26 @@ class TalkerFile:
         self.path = pathlib.Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"talker GGUF not found: {self.path}")
-        self.reader = gguf.GGUFReader(self.path)
+        self.header = GGUFHeader(self.path)
         arch = self.field("general.architecture")
         if arch != names.TALKER_ARCH:
             raise ValueError(f"{self.path} is a {arch!r} GGUF, not a Qwen3-TTS talker ({names.TALKER_ARCH!r})")
-        tensors = {t.name: t for t in self.reader.tensors}
-        if names.TOKEN_EMBD not in tensors:
-            raise ValueError(f"{self.path} has no {names.TOKEN_EMBD}")
-        self._embd = tensors[names.TOKEN_EMBD]
-        self.hidden_size = int(self._embd.shape[0])
-        self.codec_vocab_size = int(tensors[names.OUTPUT].shape[1])
-        self.text_vocab_size = int(self._embd.shape[1]) - self.codec_vocab_size
+        for required in (names.TOKEN_EMBD, names.OUTPUT):
+            if required not in self.header.tensors:
+                raise ValueError(f"{self.path} has no {required}")
+        embd_shape = self.header.tensors[names.TOKEN_EMBD][0]
+        self.hidden_size = int(embd_shape[0])
+        self.codec_vocab_size = int(self.header.tensors[names.OUTPUT][0][1])
+        self.text_vocab_size = int(embd_shape[1]) - self.codec_vocab_size
         self.voices = self._voices()
 
     def field(self, key: str, default=None):
-        field = self.reader.fields.get(key)
-        return default if field is None else field.contents()
+        return self.header.kv.get(key, default)
 
     # -- embedding rows (EmbeddingRows protocol of kazetts.prompt) --------------------------------
     def rows(self, ids: Sequence[int]) -> np.ndarray:
         """Rows of token_embd as float32 [n, hidden], dequantizing only those rows."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= self._embd.shape[1]):
-            raise ValueError(f"row id out of range 0..{self._embd.shape[1] - 1}")
-        raw = np.asarray(self._embd.data[ids])
-        qtype = self._embd.tensor_type
-        if qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-            return raw.astype(np.float32).reshape(len(ids), self.hidden_size)
-        return dequantize(raw, qtype).astype(np.float32).reshape(len(ids), self.hidden_size)
+        return self.header.rows(names.TOKEN_EMBD, ids)
 
     def text(self, ids: Sequence[int]) -> np.ndarray:
         return self.rows(ids)
