@@ -7,8 +7,9 @@ before the text row) come from a `FramePredictor`: the native code predictor in 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -25,53 +26,94 @@ class FramePredictor(Protocol):
 
 @dataclass
 class TalkerTrace:
-    """What one utterance went through: codes per frame, and per talker call its hidden state and logits."""
+    """What one utterance went through: codes per frame, and per talker call its hidden state
+    and logits (those only when `record`)."""
 
     codes: list[np.ndarray] = field(default_factory=list)
     hidden: list[np.ndarray] = field(default_factory=list)
     logits: list[np.ndarray] = field(default_factory=list)
     stopped_by: str = "max_frames"
+    record: bool = True
+
+    def add_call(self, hidden: np.ndarray, logits: np.ndarray) -> None:
+        if self.record:
+            self.hidden.append(hidden)
+            self.logits.append(logits)
+
+    def add_frame(self, codes: np.ndarray) -> None:
+        self.codes.append(codes)
 
 
-def run_talker(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predictor: FramePredictor,
-               max_frames: int, rng: np.random.Generator | None = None) -> TalkerTrace:
-    """Generates until the talker picks end-of-speech or `max_frames` frames exist.
+def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predictor: FramePredictor,
+                  max_frames: int, rng: np.random.Generator | None = None, trace: TalkerTrace | None = None,
+                  timings: dict[str, float] | None = None) -> Iterator[np.ndarray]:
+    """Yields the 16 codes of each frame until the talker picks end-of-speech or `max_frames`
+    frames exist. The frame whose CB0 is end-of-speech is not a frame.
 
-    The frame whose CB0 is end-of-speech is not a frame. Raises ValueError before any compute
-    when the prompt and the frames cannot fit the talker's context."""
+    `trace` (optional) records codes, hidden states and logits; `timings` (optional) accumulates
+    seconds under "talker" and "code_predictor". Raises ValueError before any compute when the
+    prompt and the frames cannot fit the talker's context."""
     needed = len(prompt.prefill) + max_frames
     if needed > talker.n_ctx:
         raise ValueError(f"text too long: {len(prompt.prefill)} prompt positions + {max_frames} frames exceed "
                          f"the talker context of {talker.n_ctx}; split the text")
+    trace = trace if trace is not None else TalkerTrace(record=False)
+    timings = timings if timings is not None else {}
     talker.reset()
     sampler.reset()
-    trace = TalkerTrace()
+    clock = time.perf_counter()
     hidden, logits = talker.step(prompt.prefill)
     for frame in range(max_frames + 1):
-        trace.hidden.append(hidden)
-        trace.logits.append(logits)
+        now = time.perf_counter()
+        timings["talker"] = timings.get("talker", 0.0) + now - clock
+        trace.add_call(hidden, logits)
         cb0 = sampler.choose(logits, rng)
         if sampler.is_eos(cb0):
             trace.stopped_by = "eos"
-            break
+            return
         if frame == max_frames:
-            break
+            return
         codes, embedding = predictor.predict(hidden, cb0, frame)
-        trace.codes.append(codes)
+        clock = time.perf_counter()
+        timings["code_predictor"] = timings.get("code_predictor", 0.0) + clock - now
+        trace.add_frame(codes)
+        yield codes
+        clock = time.perf_counter()
         hidden, logits = talker.step(embedding + prompt.text_row(frame))
+
+
+def run_talker(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predictor: FramePredictor,
+               max_frames: int, rng: np.random.Generator | None = None) -> TalkerTrace:
+    """The whole utterance at once, recording every talker call (for validation)."""
+    trace = TalkerTrace()
+    for _ in talker_frames(talker, prompt, sampler, predictor, max_frames, rng, trace):
+        pass
     return trace
 
 
-class TeacherForcing:
-    """Codebooks 1..15 from a golden; the summed embedding from the model's tables."""
+class NativeFrames:
+    """Codebooks 1..15 from the native code predictor, sampled as the reference samples them."""
 
-    def __init__(self, codes: np.ndarray, codec_rows, code_predictor_tables: np.ndarray):
-        self.codes = np.asarray(codes)
-        self.codec_rows = codec_rows  # C(ids): the talker's codec embedding
-        self.tables = code_predictor_tables  # [15, 2048, hidden]
+    def __init__(self, code_predictor, greedy: bool, temperature: float = 0.9, top_k: int = 50,
+                 top_p: float = 1.0, rng: np.random.Generator | None = None):
+        self.code_predictor = code_predictor
+        self.options = {"greedy": greedy, "temperature": temperature, "top_k": top_k, "top_p": top_p}
+        self.rng = rng
 
     def predict(self, hidden: np.ndarray, cb0: int, frame: int) -> tuple[np.ndarray, np.ndarray]:
-        codes = self.codes[frame].copy()
+        rest, embedding = self.code_predictor.predict(hidden, cb0, rng=self.rng, **self.options)
+        return np.concatenate([[cb0], rest]).astype(np.int32), embedding
+
+
+class TeacherForcing:
+    """Codebooks 1..15 from a golden; the summed embedding from the model (`embed(codes16)`,
+    e.g. the native code predictor's embed_codes, which reads its tables in any weight type)."""
+
+    def __init__(self, codes: np.ndarray, embed: Callable[[np.ndarray], np.ndarray]):
+        self.codes = np.asarray(codes)
+        self.embed = embed
+
+    def predict(self, hidden: np.ndarray, cb0: int, frame: int) -> tuple[np.ndarray, np.ndarray]:
+        codes = self.codes[frame].astype(np.int32)
         codes[0] = cb0
-        embedding = self.codec_rows([cb0])[0] + sum(self.tables[g, c] for g, c in enumerate(codes[1:]))
-        return codes, embedding.astype(np.float32)
+        return codes, np.asarray(self.embed(codes), dtype=np.float32)

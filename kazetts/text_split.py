@@ -1,9 +1,10 @@
 """Splitting long text into pieces one generation can say, without losing or reordering anything.
 
-Pieces end at sentence boundaries (Latin and CJK punctuation, newlines); a sentence still longer
-than `max_chars` is cut at its last clause boundary (comma, semicolon, colon, CJK comma) or,
-failing that, at the last space, or hard at `max_chars` for unbroken scripts. Joining the pieces
-with their separating whitespace gives back the text exactly.
+Whole sentences (ending at Latin or CJK punctuation or newlines) are packed into pieces of at
+most `max_chars`, so a text that fits is one piece, exactly as the reference would say it; a
+sentence longer than `max_chars` is cut at its last clause boundary (comma, semicolon, colon,
+CJK comma) or, failing that, at the last space, or hard at `max_chars` for unbroken scripts.
+Joining the pieces gives back the text exactly.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ def _cut(sentence: str, max_chars: int) -> list[str]:
 
 
 def split_text(text: str, max_chars: int = 300) -> list[str]:
-    """Pieces of at most `max_chars` characters, in order; ''.join(pieces) == text.
-
-    Short sentences are not merged: each piece is one generation, and sentence-sized pieces
-    give the talker the context it was trained on while keeping the first audio early."""
+    """Pieces of at most `max_chars` characters, in order; ''.join(pieces) == text."""
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
-    pieces = []
+    pieces: list[str] = []
     for sentence in split_sentences(text):
-        pieces.extend(_cut(sentence, max_chars))
+        for part in _cut(sentence, max_chars):
+            if pieces and len(pieces[-1]) + len(part) <= max_chars:
+                pieces[-1] += part
+            else:
+                pieces.append(part)
     return pieces

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import gguf
 import numpy as np
 import pytest
 
 from conftest import DUMPS
 from kazetts import goldens
-from kazetts.gguf_names import CODE_EMBD
+from kazetts.code_predictor import CodePredictor
 from kazetts.prompt import build_prompt, chat_text, instruct_text
 from kazetts.sampling import SamplerConfig, TalkerSampler
 from kazetts.talker import Talker
@@ -32,8 +31,7 @@ def talkers(tiny_gguf):
         key = (ck["preset"], ck["model_type"], ck["seed"])
         if key not in cache:
             talker_path, mmproj_path = tiny_gguf(ck["preset"], ck["model_type"], "f32", ck["seed"])
-            tables = next(t for t in gguf.GGUFReader(mmproj_path).tensors if t.name == CODE_EMBD)
-            cache[key] = Talker(talker_path, threads=2), np.array(tables.data, dtype=np.float32)
+            cache[key] = Talker(talker_path, threads=2), CodePredictor(mmproj_path, threads=1).embed_codes
         return cache[key]
 
     return get
@@ -52,7 +50,7 @@ def _prompt(talker, manifest, arrays):
 @pytest.mark.parametrize("name", CASES)
 def test_teacher_forced_talker_matches_reference(name, talkers):
     manifest, arrays = goldens.load_case(DUMPS / name)
-    talker, tables = talkers(manifest)
+    talker, embed = talkers(manifest)
     ids, instruct, prompt = _prompt(talker, manifest, arrays)
     assert ids == arrays["text_ids"].tolist(), "llama.cpp's tokenizer disagrees with the reference's"
     if instruct is not None:
@@ -62,7 +60,7 @@ def test_teacher_forced_talker_matches_reference(name, talkers):
 
     voices = talker.file.voices
     sampler = TalkerSampler.for_talker(talker.file.codec_vocab_size, voices.codec_eos, SamplerConfig(greedy=True))
-    teacher = TeacherForcing(arrays["codes"], talker.file.codec, tables)
+    teacher = TeacherForcing(arrays["codes"], embed)
     trace = run_talker(talker, prompt, sampler, teacher, max_frames=manifest["case"]["max_new_tokens"] - 1)
 
     got_cb0 = np.array([codes[0] for codes in trace.codes])
@@ -79,10 +77,10 @@ def test_teacher_forced_talker_matches_reference(name, talkers):
 
 def test_clear_errors_before_compute(talkers):
     manifest, arrays = goldens.load_case(DUMPS / "cv_english_stream")
-    talker, tables = talkers(manifest)
+    talker, embed = talkers(manifest)
     ids, _, prompt = _prompt(talker, manifest, arrays)
     sampler = TalkerSampler.for_talker(talker.file.codec_vocab_size, talker.file.voices.codec_eos)
-    teacher = TeacherForcing(arrays["codes"], talker.file.codec, tables)
+    teacher = TeacherForcing(arrays["codes"], embed)
     position = talker.position
     with pytest.raises(ValueError, match="text too long"):
         run_talker(talker, prompt, sampler, teacher, max_frames=talker.n_ctx)

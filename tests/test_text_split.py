@@ -22,6 +22,12 @@ def test_numbers_and_abbreviated_decimals_are_not_sentence_ends():
     assert split_sentences("Il a 3.5 ans. Oui.") == ["Il a 3.5 ans. ", "Oui."]
 
 
+def test_sentences_are_packed_up_to_the_limit():
+    text = "One. Two. Three. Four."
+    assert split_text(text) == [text]
+    assert split_text(text, max_chars=10) == ["One. Two. ", "Three. ", "Four."]
+
+
 def test_long_sentence_cut_at_clauses_then_spaces_then_hard():
     clause = "un deux trois, " * 40
     pieces = split_text(clause, max_chars=100)

@@ -1,0 +1,114 @@
+"""End to end through kazetts.TTS against the reference goldens, and the request API's behaviour."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import DUMPS
+from kazetts import goldens
+from kazetts.tts import TTS, frame_budget
+
+CASES = [case.name for case in goldens.CASES]
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_gguf):
+    cache = {}
+
+    def get(preset="tiny", model_type="custom_voice", seed=0):
+        key = (preset, model_type, seed)
+        if key not in cache:
+            talker, mmproj = tiny_gguf(preset, model_type, "f32", seed)
+            cache[key] = TTS(talker, mmproj, threads=2, codec_weights="f32")
+        return cache[key]
+
+    return get
+
+
+def _request(manifest, arrays):
+    case = manifest["case"]
+    return dict(speaker=case["speaker"], language=case["language"], instruct=case["instruct"],
+                speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"],
+                greedy=True, max_frames=case["max_new_tokens"] - 1)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_greedy_end_to_end_matches_reference(name, engines):
+    manifest, arrays = goldens.load_case(DUMPS / name)
+    ck = manifest["checkpoint"]
+    result = engines(ck["preset"], ck["model_type"], ck["seed"]).synthesize(manifest["case"]["text"],
+                                                                          **_request(manifest, arrays))
+    same = int((result.codes == arrays["codes"]).all(axis=1).sum()) if result.codes.shape == arrays["codes"].shape else 0
+    wave_diff = float(np.abs(result.audio - arrays["waveform"]).max()) if len(result.audio) == len(arrays["waveform"]) else np.inf
+    print(f"{name}: {same}/{manifest['frames']} frames with all 16 codes identical; stopped by {result.stopped_by}; "
+          f"waveform max abs diff {wave_diff:.2e}")
+    assert np.array_equal(result.codes, arrays["codes"])
+    assert result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
+    assert wave_diff <= 1e-4
+
+
+def test_stream_concatenated_equals_synthesize_when_sampling(engines):
+    tts = engines()
+    text = "Bonjour ! Le 14 juillet 1789, à Paris."
+    timings: dict = {}
+    streamed = [c.audio for c in tts.stream(text, speaker="vivian", language="french", seed=3, max_frames=12,
+                                            chunk_frames=1, timings=timings)]
+    result = tts.synthesize(text, speaker="vivian", language="french", seed=3, max_frames=12)
+    assert np.array_equal(np.concatenate(streamed), result.audio)
+    assert len(streamed) == result.codes.shape[0] >= 2, "audio arrives frame by frame, not at the end"
+    assert timings["first_chunk"] < timings["wall"]
+    other = tts.synthesize(text, speaker="vivian", language="french", seed=4, max_frames=12)
+    assert not np.array_equal(other.codes, result.codes), "the seed drives sampling"
+
+
+def test_long_text_is_split_in_order_and_crossfaded(engines):
+    tts = engines()
+    sentence = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. "
+    text = sentence * 8  # about 700 characters: three pieces
+    stopped: list = []
+    pieces = [c.piece for c in tts.stream(text, speaker="vivian", language="french", greedy=True, max_frames=6,
+                                          stopped_by=stopped)]
+    assert pieces == sorted(pieces) and pieces[-1] == len(stopped) - 1 >= 2
+    result = tts.synthesize(text, speaker="vivian", language="french", greedy=True, max_frames=6)
+    frames = result.codes.shape[0]
+    assert len(result.audio) == frames * 1920 - (len(stopped) - 1) * 240
+
+
+def test_runaway_guard_warns(engines, monkeypatch):
+    import kazetts.tts as tts_module
+
+    monkeypatch.setattr(tts_module, "BUDGET_BASE", 3)
+    monkeypatch.setattr(tts_module, "BUDGET_PER_TOKEN", 0)
+    with pytest.warns(RuntimeWarning, match="budget of 3 frames"):
+        result = engines().synthesize("Hello there.", speaker="ryan", language="english", greedy=True)
+    assert result.codes.shape[0] == 3 and frame_budget(10) == 3
+
+
+@pytest.mark.parametrize("text", ["Bonjour, ça va ? 12 345 €", "你好，世界。今天很好！", "Emoji 🙂🎉 ok", "x" * 400])
+def test_many_scripts_give_audio(engines, text):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = engines().synthesize(text, speaker="vivian", language="auto", greedy=True, max_frames=4)
+    assert result.codes.shape[1] == 16 and len(result.audio) > 0 and np.isfinite(result.audio).all()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"text": "   \n "}, "empty text"),
+    ({"text": "Hi.", "speaker": "nobody"}, "unknown speaker"),
+    ({"text": "Hi.", "language": "klingon"}, "unknown language"),
+])
+def test_bad_requests_fail_before_compute(engines, kwargs, message):
+    tts = engines()
+    position = tts.talker.position
+    with pytest.raises(ValueError, match=message):
+        tts.synthesize(**kwargs)
+    assert tts.talker.position == position
+
+
+def test_model_properties(engines):
+    tts = engines()
+    assert "vivian" in tts.speakers and "french" in tts.languages and tts.model_type == "custom_voice"
+    assert engines("tiny", "base").speakers == [] and tts.sample_rate == 24000
