@@ -63,13 +63,15 @@ $(VENV_REF)/.installed: requirements-ref.txt pyproject.toml
 	$(VENV_REF)/bin/pip install $(PIP_FLAGS) --no-deps -e .
 	touch $@
 
-DEMO_MODEL := models/tiny-custom_voice
-DEMO_TEXT   := Bonjour ! Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille.
+DEMO_TEXT := Bonjour ! Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille.
 
-demo: setup ref
-	$(VENV)/bin/python scripts/make_checkpoint.py tiny $(DEMO_MODEL)
-	$(VENV_REF)/bin/python scripts/reference_say.py "$(DEMO_TEXT)" --language french --speaker vivian \
-		--checkpoint $(DEMO_MODEL) -o out/demo-reference.wav
+# Main job: build the tiny synthetic model, convert it, synthesize a French sentence, check parity.
+demo: setup
+	$(VENV)/bin/python scripts/make_checkpoint.py tiny models/tiny-custom_voice -q
+	$(VENV)/bin/python -m kazetts convert models/tiny-custom_voice -o models/tiny --type f32 -q
+	$(VENV)/bin/python -m kazetts say "$(DEMO_TEXT)" --model models/tiny --language french --speaker vivian \
+		-o out/demo.wav --verbose
+	$(VENV)/bin/python -m kazetts validate models/tiny dumps
 
 test: setup ref
 	$(VENV)/bin/python -m pytest tests

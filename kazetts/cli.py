@@ -1,9 +1,11 @@
-"""Command line: ``kazetts convert CHECKPOINT_DIR -o OUT_DIR [--type f32|f16|q8_0]``."""
+"""Command line: ``kazetts convert|quantize|info|say|voices|validate`` (``kazetts -h``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from . import cli_say
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="show what a talker or mmproj GGUF holds")
     i.add_argument("files", nargs="+", help="GGUF file(s)")
     i.set_defaults(func=_info)
+    cli_say.register(sub)
     return p
 
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"kazetts {args.command}: error: {e}", file=sys.stderr)
         return 2
 

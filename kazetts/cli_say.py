@@ -1,0 +1,174 @@
+"""`kazetts say`, `kazetts voices`, `kazetts validate`: the command-line face of kazetts.TTS."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"directory with one *-talker-*.gguf and one *-mmproj-*.gguf (default {DEFAULT_MODEL}, "
+                        "or $KAZETTS_MODEL)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads per stage (default 2)")
+
+
+def _engine(args: argparse.Namespace, codec_weights: str = "f32"):
+    from .tts import TTS
+    from .validate import find_model_files
+
+    talker, mmproj = find_model_files(pathlib.Path(args.model))
+    return TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=codec_weights)
+
+
+class _Progress:
+    """One status line on stderr: frames, frames/s and real-time factor (long jobs only)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.start, self.shown = enabled, time.perf_counter(), False
+
+    def update(self, frames: int) -> None:
+        elapsed = time.perf_counter() - self.start
+        if self.enabled and elapsed > 1.0:
+            rtf = elapsed / max(frames * 0.08, 1e-9)
+            print(f"\r  {frames} frames ({frames * 0.08:.1f} s of audio), {frames / elapsed:.1f} frames/s, "
+                  f"real-time factor {rtf:.2f}", end="", file=sys.stderr, flush=True)
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            print(file=sys.stderr)
+
+
+def _say(args: argparse.Namespace) -> int:
+    tts = _engine(args, args.codec)
+    options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
+                   seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming)
+    embedding = np.load(args.speaker_embedding) if args.speaker_embedding else None
+    timings: dict = {}
+    progress = _Progress(sys.stderr.isatty() or args.verbose)
+    to_stdout = str(args.output) == "-"
+    sink = _Sink(args.output, tts.sample_rate, to_stdout)
+    try:
+        for chunk in tts.stream(args.text, speaker_embedding=embedding, timings=timings,
+                                chunk_frames=args.chunk_frames, **options):
+            sink.write(chunk.audio)
+            progress.update(chunk.frames)
+    finally:
+        progress.close()
+        sink.close()
+    frames = timings.get("frames", 0)
+    audio_s = sink.samples / tts.sample_rate
+    report = (f"{frames} frames, {audio_s:.2f} s of audio in {timings.get('wall', 0):.2f} s "
+              f"(real-time factor {timings.get('wall', 0) / max(audio_s, 1e-9):.2f}); first audio after "
+              f"{timings.get('first_chunk', 0):.3f} s")
+    print(report, file=sys.stderr if to_stdout else sys.stdout)
+    if args.verbose:
+        stages = ", ".join(f"{name} {1000 * timings.get(name, 0) / max(frames, 1):.1f} ms/frame"
+                           for name in ("talker", "code_predictor", "codec"))
+        print(f"  per stage: {stages}", file=sys.stderr if to_stdout else sys.stdout)
+    return 0
+
+
+class _Sink:
+    """WAV file (soundfile, written as chunks arrive) or raw little-endian 16-bit PCM on stdout."""
+
+    def __init__(self, output, sample_rate: int, to_stdout: bool):
+        self.samples = 0
+        if to_stdout:
+            self.file, self.raw = sys.stdout.buffer, True
+        else:
+            import soundfile
+
+            pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
+            self.file, self.raw = soundfile.SoundFile(output, "w", samplerate=sample_rate, channels=1,
+                                                      subtype="PCM_16"), False
+
+    def write(self, audio: np.ndarray) -> None:
+        self.samples += len(audio)
+        if self.raw:
+            self.file.write((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+            self.file.flush()
+        else:
+            self.file.write(audio)
+
+    def close(self) -> None:
+        if not self.raw:
+            self.file.close()
+
+
+def _voices(args: argparse.Namespace) -> int:
+    from .talker_file import TalkerFile
+    from .validate import find_model_files
+
+    path = pathlib.Path(args.model)
+    talker = find_model_files(path)[0] if path.is_dir() else path
+    voices = TalkerFile(talker).voices
+    print(f"model type: {voices.model_type}")
+    print(f"languages:  {', '.join(voices.spoken_languages)}")
+    if voices.speakers:
+        print("speakers:")
+        for name in sorted(voices.speakers):
+            dialect = voices.speaker_dialects.get(name)
+            print(f"  {name}" + (f"  (speaks {dialect.replace('_', ' ')} with language chinese/auto)" if dialect else ""))
+    else:
+        print("speakers:   none (" + ("pass a speaker embedding" if voices.model_type == "base" else "describe the voice with --instruct") + ")")
+    print(f"instruct:   {'yes' if voices.supports_instruct else 'no'}")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .validate import case_dirs, skip_reason, validate_case
+
+    tts = _engine(args)
+    quantized = not pathlib.Path(tts.talker.file.path).name.endswith("-f32.gguf")
+    failed = 0
+    print(f"{'case':24s} {'stage':11s} {'gate':5s} figures")
+    for case_dir in case_dirs(pathlib.Path(args.dumps)):
+        reason = skip_reason(tts, case_dir)
+        if reason:
+            print(f"{case_dir.name:24s} {'-':11s} {'skip':5s} {reason}")
+            continue
+        for check in validate_case(tts, case_dir, quantized):
+            failed += not check.passed
+            print(f"{check.case:24s} {check.stage:11s} {'ok' if check.passed else 'FAIL':5s} {check.detail}", flush=True)
+    print(f"{'all gates passed' if not failed else f'{failed} gate(s) failed'}"
+          f"{' (quantized files: looser gates)' if quantized else ''}")
+    return 1 if failed else 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("say", help="synthesize text to a WAV file (or raw 16-bit PCM on stdout with -o -)")
+    s.add_argument("text")
+    s.add_argument("-o", "--output", required=True, help="WAV file, or - for raw s16le 24 kHz mono PCM on stdout")
+    add_model_arguments(s)
+    s.add_argument("--speaker", default=None)
+    s.add_argument("--language", default="auto")
+    s.add_argument("--instruct", default=None, help="voice description (VoiceDesign, 1.7B CustomVoice)")
+    s.add_argument("--speaker-embedding", default=None, help=".npy x-vector for Base models")
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
+    s.add_argument("--max-frames", type=int, default=None, help="frame cap per text piece (default: from its length)")
+    s.add_argument("--stream", dest="chunk_frames", action="store_const", const=1, default=4,
+                   help="decode and write audio frame by frame (default: every 4 frames)")
+    s.add_argument("--no-text-streaming", action="store_true", help="all text in the prompt (non-streaming mode)")
+    s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
+    s.add_argument("-v", "--verbose", action="store_true", help="per-stage timings")
+    s.set_defaults(func=_say)
+
+    v = sub.add_parser("voices", help="list a model's speakers and languages")
+    v.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="model directory or talker GGUF")
+    v.set_defaults(func=_voices)
+
+    val = sub.add_parser("validate", help="check every stage against reference golden dumps")
+    val.add_argument("model", help="directory with the talker and mmproj GGUF files (F32 for exact gates)")
+    val.add_argument("dumps", help="a dumps/ directory or one case directory (scripts/dump_goldens.py)")
+    val.add_argument("--threads", type=int, default=2)
+    val.set_defaults(func=_validate)

@@ -1,0 +1,143 @@
+"""`kazetts validate MODEL_DIR DUMPS_DIR`: every stage of kazetts against reference goldens.
+
+For each golden case (a `dumps/<case>/` directory written by scripts/dump_goldens.py from the
+checkpoint the GGUF files were converted from) it checks, stage by stage:
+  tokens      llama.cpp's tokenizer vs the reference's ids
+  prompt      talker prefill embeddings (max abs diff)
+  talker      teacher-forced: CB0 identical, hidden state and logit cosines
+  predictor   CB1..15 from the golden talker states, logit cosines of the first frames
+  codec       intermediates and waveform from the golden codes (max abs diff)
+  end-to-end  greedy synthesis: all 16 codes per frame, end-of-speech frame, waveform
+and prints one line per stage with its figures; where codes differ it prints the logit margin
+(a near tie on random weights is float noise, not a bug). Gates are for F32 files; quantized
+files are reported with the same figures and judged by the looser cosine gates below.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import goldens
+from .prompt import build_prompt, chat_text, instruct_text
+from .sampling import SamplerConfig, TalkerSampler, margin
+from .talker_loop import TeacherForcing, run_talker
+
+F32_GATES = {"prompt": 1e-5, "cosine": 0.99999, "codec": 1e-4}
+QUANTIZED_GATES = {"prompt": 5e-2, "cosine": 0.99, "codec": 5e-2}
+
+
+@dataclass
+class Check:
+    case: str
+    stage: str
+    passed: bool
+    detail: str
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity in float64."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-30)
+
+
+def find_model_files(model_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """The one *-talker-*.gguf and the one *-mmproj-*.gguf in a directory."""
+    found = {}
+    for kind in ("talker", "mmproj"):
+        files = sorted(pathlib.Path(model_dir).glob(f"*-{kind}-*.gguf"))
+        if len(files) != 1:
+            raise ValueError(f"{model_dir} must hold exactly one *-{kind}-*.gguf, found {[f.name for f in files]}")
+        found[kind] = files[0]
+    return found["talker"], found["mmproj"]
+
+
+def case_dirs(dumps: pathlib.Path) -> list[pathlib.Path]:
+    dumps = pathlib.Path(dumps)
+    if (dumps / "manifest.json").is_file():
+        return [dumps]
+    dirs = sorted(p.parent for p in dumps.glob("*/manifest.json"))
+    if not dirs:
+        raise ValueError(f"no golden case (manifest.json) under {dumps}")
+    return dirs
+
+
+def skip_reason(tts, case_dir: pathlib.Path) -> str:
+    """Why a golden case cannot be checked against this model ("" when it can)."""
+    manifest, arrays = goldens.load_case(case_dir)
+    model_type = manifest["checkpoint"]["model_type"]
+    if model_type != tts.model_type:
+        return f"dumped from a {model_type} model, this is {tts.model_type}"
+    if arrays["prompt_embeds"].shape[1] != tts.talker.hidden_size:
+        return f"dumped from a model of hidden size {arrays['prompt_embeds'].shape[1]}, this is {tts.talker.hidden_size}"
+    return ""
+
+
+def _first_mismatch_margin(logits_rows: np.ndarray, got: np.ndarray, want: np.ndarray) -> str:
+    bad = np.nonzero(got != want)[0]
+    if not len(bad):
+        return ""
+    return f"; first mismatch at {bad[0]}: reference logit margin {margin(logits_rows[bad[0]]):.3g}"
+
+
+def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
+    gates = QUANTIZED_GATES if quantized else F32_GATES
+    manifest, a = goldens.load_case(case_dir)
+    case, name, checks = manifest["case"], case_dir.name, []
+    talker, voices = tts.talker, tts.voices
+
+    ids = talker.tokenize(chat_text(case["text"]))
+    instruct = talker.tokenize(instruct_text(case["instruct"])) if case["instruct"] else None
+    same_ids = ids == a["text_ids"].tolist() and (instruct is None or instruct == a["instruct_ids"].tolist())
+    checks.append(Check(name, "tokens", same_ids, f"{len(ids)} text ids {'identical' if same_ids else 'DIFFER'}"))
+
+    prompt = build_prompt(talker.file, voices, ids, language=case["language"], speaker=case["speaker"],
+                          instruct_ids=instruct, speaker_embedding=a.get("xvector"),
+                          text_streaming=not case["non_streaming"])
+    diff = float(np.abs(prompt.prefill - a["prompt_embeds"]).max()) if prompt.prefill.shape == a["prompt_embeds"].shape else np.inf
+    checks.append(Check(name, "prompt", diff <= gates["prompt"], f"{len(prompt.prefill)} rows, max abs diff {diff:.2e}"))
+
+    sampler = TalkerSampler.for_talker(talker.file.codec_vocab_size, voices.codec_eos, SamplerConfig(greedy=True))
+    teacher = TeacherForcing(a["codes"], tts.code_predictor.embed_codes)
+    trace = run_talker(talker, prompt, sampler, teacher, manifest["talker_calls"] - 1)
+    cb0 = np.array([c[0] for c in trace.codes])
+    n = min(len(trace.hidden), len(a["talker_hidden"]))
+    h_cos = cosine(trace.hidden[:n], a["talker_hidden"][:n]).min()
+    l_cos = cosine(trace.logits[:n], a["talker_logits"][:n]).min()
+    same = len(cb0) == manifest["frames"] and np.array_equal(cb0, a["codes"][:, 0])
+    detail = (f"CB0 {int(np.sum(cb0[:manifest['frames']] == a['codes'][:len(cb0), 0]))}/{manifest['frames']} identical, "
+              f"min cosine hidden {h_cos:.6f} logits {l_cos:.6f}")
+    if not same and len(cb0) and len(cb0) <= manifest["frames"]:
+        detail += _first_mismatch_margin(a["talker_logits"], cb0, a["codes"][:len(cb0), 0])
+    checks.append(Check(name, "talker", same and min(h_cos, l_cos) >= gates["cosine"], detail))
+
+    got = np.stack([tts.code_predictor.predict(a["talker_hidden"][f], int(a["codes"][f, 0]))[0]
+                    for f in range(manifest["frames"])])
+    frames_same = int((got == a["codes"][:, 1:]).all(axis=1).sum())
+    n_cp = len(a["cp_logits"])
+    cp_cos = min(cosine(tts.code_predictor.predict(a["talker_hidden"][f], int(a["codes"][f, 0]), return_logits=True)[2],
+                        a["cp_logits"][f]).min() for f in range(n_cp))
+    detail = f"{frames_same}/{manifest['frames']} frames CB1..15 identical, min logit cosine {cp_cos:.6f}"
+    checks.append(Check(name, "predictor", frames_same == manifest["frames"] and cp_cos >= gates["cosine"], detail))
+
+    wave, inter = tts.codec.decode(a["codes"], intermediates=True)
+    diffs = {key: float(np.abs(inter[key] - a[f"codec_{key}"]).max()) for key in inter}
+    diffs["waveform"] = float(np.abs(wave - a["waveform"]).max())
+    worst = max(diffs.values())
+    checks.append(Check(name, "codec", worst <= gates["codec"],
+                        ", ".join(f"{k} {v:.1e}" for k, v in diffs.items())))
+
+    result = tts.synthesize(case["text"], speaker=case["speaker"], language=case["language"],
+                            instruct=case["instruct"], speaker_embedding=a.get("xvector"),
+                            text_streaming=not case["non_streaming"], greedy=True,
+                            max_frames=case["max_new_tokens"] - 1)
+    codes_same = result.codes.shape == a["codes"].shape and np.array_equal(result.codes, a["codes"])
+    stop_same = result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
+    wave_diff = float(np.abs(result.audio - a["waveform"]).max()) if len(result.audio) == len(a["waveform"]) else np.inf
+    frames_ok = int((result.codes[:len(a["codes"])] == a["codes"][:len(result.codes)]).all(axis=1).sum())
+    checks.append(Check(name, "end-to-end", codes_same and stop_same and wave_diff <= gates["codec"],
+                        f"{frames_ok}/{manifest['frames']} frames all 16 codes identical, stop "
+                        f"{'same' if stop_same else 'DIFFERS'}, waveform max abs diff {wave_diff:.1e}"))
+    return checks

@@ -1,0 +1,74 @@
+"""The command line: say (WAV and raw PCM), voices, validate (passing and failing gates), errors."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile
+
+from conftest import DUMPS, REPO
+
+
+def kazetts(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO,
+                          timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_gguf):
+    talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
+    return talker.parent
+
+
+def test_say_writes_a_wav_and_reports_timings(model_dir, tmp_path):
+    out = tmp_path / "fr.wav"
+    result = kazetts("say", "Bonjour ! Le 14 juillet 1789, à Paris.", "-o", out, "--model", model_dir,
+                     "--speaker", "vivian", "--language", "french", "--greedy", "--max-frames", "20", "-v")
+    assert result.returncode == 0, result.stderr.decode()
+    audio, rate = soundfile.read(out)
+    stdout = result.stdout.decode()
+    assert rate == 24000 and len(audio) % 1920 == 0 and 2 * 1920 <= len(audio) <= 20 * 1920
+    assert "first audio after" in stdout and "code_predictor" in stdout and "real-time factor" in stdout
+
+
+def test_say_to_stdout_is_raw_pcm(model_dir):
+    result = kazetts("say", "Hello there.", "-o", "-", "--model", model_dir, "--speaker", "ryan", "--greedy",
+                     "--max-frames", "6", "--stream")
+    assert result.returncode == 0, result.stderr.decode()
+    pcm = np.frombuffer(result.stdout, dtype="<i2")
+    assert len(pcm) % 1920 == 0 and 2 <= len(pcm) // 1920 <= 6 and np.abs(pcm).max() > 0
+    assert b"first audio after" in result.stderr
+
+
+def test_voices_lists_speakers_and_languages(model_dir):
+    result = kazetts("voices", model_dir)
+    text = result.stdout.decode()
+    assert result.returncode == 0 and "vivian" in text and "french" in text and "sichuan" in text
+
+
+def test_validate_passes_on_exact_model_and_fails_on_a_bad_golden(model_dir, tmp_path):
+    good = kazetts("validate", model_dir, DUMPS / "cv_english_stream")
+    assert good.returncode == 0, good.stdout.decode() + good.stderr.decode()
+    assert b"all gates passed" in good.stdout and b"end-to-end" in good.stdout
+    bad_case = tmp_path / "cv_english_stream"
+    shutil.copytree(DUMPS / "cv_english_stream", bad_case)
+    wave = np.load(bad_case / "waveform.npy")
+    np.save(bad_case / "waveform.npy", wave + 1e-2)
+    bad = kazetts("validate", model_dir, bad_case)
+    assert bad.returncode == 1 and b"FAIL" in bad.stdout and b"gate(s) failed" in bad.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["say", "x", "-o", "/tmp/x.wav", "--model", "/nonexistent"], b"exactly one *-talker-*.gguf"),
+    (["say", "x", "-o", "/tmp/x.wav", "--speaker", "bob"], b"unknown speaker 'bob'"),
+    (["say", "   ", "-o", "/tmp/x.wav"], b"empty text"),
+])
+def test_errors_are_one_line_and_exit_2(model_dir, args, message):
+    if "--model" not in args:
+        args = [*args, "--model", str(model_dir)]
+    result = kazetts(*args)
+    assert result.returncode == 2 and message in result.stderr and b"Traceback" not in result.stderr
