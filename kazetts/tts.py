@@ -30,7 +30,7 @@ from .text_split import split_text
 
 FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
-PIECE_CHARS = 300  # pieces of long text, in characters
+PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
 
 
@@ -59,7 +59,7 @@ class TTS:
     """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts)."""
 
     def __init__(self, talker: str, mmproj: str, threads: int = 2, codec_weights: str = "f32",
-                 n_ctx: int = 4096):
+                 n_ctx: int = 2048):
         self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
         self.code_predictor = CodePredictor(mmproj, threads=threads)
         self.codec = CodecDecoder(mmproj, threads=threads, weights=codec_weights)
