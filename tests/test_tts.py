@@ -112,3 +112,19 @@ def test_model_properties(engines):
     tts = engines()
     assert "vivian" in tts.speakers and "french" in tts.languages and tts.model_type == "custom_voice"
     assert engines("tiny", "base").speakers == [] and tts.sample_rate == 24000
+
+
+def test_five_thousand_characters_are_all_said_in_order(engines):
+    """Every piece of a 5,000-character multilingual text is synthesized, in order."""
+    from kazetts.text_split import split_text
+    from kazetts.tts import PIECE_CHARS
+
+    sentences = ["Le 14 juillet 1789, à Paris. ", "今天天气很好，我们去公园吧！", "Emoji 🙂 and digits 12 345. ",
+                 "Ceci est une phrase assez longue, avec des virgules, des points et des accents. "]
+    text = "".join(sentences[i % len(sentences)] for i in range(200))[:5000]
+    expected = [p for p in split_text(text, PIECE_CHARS) if p.strip()]
+    stopped: list = []
+    pieces = [c.piece for c in engines().stream(text, speaker="vivian", language="auto", greedy=True, max_frames=2,
+                                                stopped_by=stopped)]
+    assert len(stopped) == len(expected) >= 17
+    assert pieces == sorted(pieces) and set(pieces) == set(range(len(expected)))
