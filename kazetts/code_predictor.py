@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pathlib
 
 import numpy as np
+
+from . import native
 
 WEIGHT_TYPES = {None: 0, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
 
@@ -35,7 +36,6 @@ _BOUND = False
 
 def _lib():
     global _BOUND
-    from . import native
     lib = native.library()
     if not _BOUND:
         P = ctypes.c_void_p
@@ -64,14 +64,15 @@ def _ptr(a: np.ndarray, ctype):
     return a.ctypes.data_as(ctypes.POINTER(ctype))
 
 
-class CodePredictor:
+class CodePredictor(native.NativeHandle):
     """The native code predictor loaded from an mmproj GGUF.
 
     ``weights``: None/"file" keeps the file's types; "f32", "f16", "q8_0", "q4_0" convert the
     decoder and head weights at load time (an F16 ffn_down is always kept in F32)."""
 
+    _free_name, _last_error_name = "kz_cp_free", "kz_cp_last_error"
+
     def __init__(self, mmproj_path, threads: int = 2, weights: str | None = None):
-        from . import native
         if weights not in WEIGHT_TYPES:
             raise ValueError(f"unknown weight type {weights!r}: choose one of f32, f16, q8_0, q4_0")
         self._lib = _lib()
@@ -88,24 +89,6 @@ class CodePredictor:
         self.vocab = self._lib.kz_cp_vocab(h)
         self.cb0_vocab = self._lib.kz_cp_cb0_vocab(h)
         self.threads = int(threads)
-
-    def close(self) -> None:
-        if getattr(self, "_handle", None):
-            self._lib.kz_cp_free(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _check(self, status: int) -> None:
-        from . import native
-        native.check(status, self._lib.kz_cp_last_error(self._handle) or b"")
 
     def set_threads(self, n: int) -> None:
         self._check(self._lib.kz_cp_set_threads(self._handle, int(n)))

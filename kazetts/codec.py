@@ -58,46 +58,30 @@ def _fptr(a: np.ndarray | None):
     return None if a is None else a.ctypes.data_as(_c_float_p)
 
 
-class CodecDecoder:
+class CodecDecoder(native.NativeHandle):
     """One native codec handle (not thread-safe; two instances are independent)."""
+
+    _free_name, _last_error_name = "kz_codec_free", "kz_codec_last_error"
 
     def __init__(self, mmproj: str | pathlib.Path, threads: int = 2, weights: str = "f32"):
         if weights not in WEIGHTS:
             raise ValueError(f"weights must be one of {list(WEIGHTS)}, got {weights!r}")
         self._lib = _bind()
-        self._h = ctypes.c_void_p()
+        self._handle = ctypes.c_void_p()
         err = native.error_buffer()
-        status = self._lib.kz_codec_load(str(mmproj).encode(), int(threads), WEIGHTS[weights], ctypes.byref(self._h), err, len(err))
+        status = self._lib.kz_codec_load(str(mmproj).encode(), int(threads), WEIGHTS[weights], ctypes.byref(self._handle), err, len(err))
         native.check(status, err.value)
         self.weights = weights
-        self.n_codebooks = self._lib.kz_codec_n_codebooks(self._h)
-        self.samples_per_frame = self._lib.kz_codec_samples_per_frame(self._h)
-        self.sample_rate = self._lib.kz_codec_sample_rate(self._h)
-        self.codebook_sizes = [self._lib.kz_codec_codebook_size(self._h, q) for q in range(self.n_codebooks)]
-        self.codebook_dim = self._lib.kz_codec_dim(self._h, 0)
-        self.latent_dim = self._lib.kz_codec_dim(self._h, 1)
-        self.upsample_factor = self._lib.kz_codec_dim(self._h, 2)
-
-    def close(self) -> None:
-        if getattr(self, "_h", None):
-            self._lib.kz_codec_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _check(self, status: int) -> None:
-        if status != 0:
-            native.check(status, self._lib.kz_codec_last_error(self._h) or b"")
+        self.n_codebooks = self._lib.kz_codec_n_codebooks(self._handle)
+        self.samples_per_frame = self._lib.kz_codec_samples_per_frame(self._handle)
+        self.sample_rate = self._lib.kz_codec_sample_rate(self._handle)
+        self.codebook_sizes = [self._lib.kz_codec_codebook_size(self._handle, q) for q in range(self.n_codebooks)]
+        self.codebook_dim = self._lib.kz_codec_dim(self._handle, 0)
+        self.latent_dim = self._lib.kz_codec_dim(self._handle, 1)
+        self.upsample_factor = self._lib.kz_codec_dim(self._handle, 2)
 
     def _codes(self, codes) -> tuple[np.ndarray, int, int]:
-        if self._h is None:
+        if self._handle is None:
             raise ValueError("the decoder is closed")
         c = np.asarray(codes)
         if c.ndim != 2:
@@ -106,11 +90,11 @@ class CodecDecoder:
         return c, c.shape[0], c.shape[1]
 
     def set_threads(self, threads: int) -> None:
-        self._check(self._lib.kz_codec_set_threads(self._h, int(threads)))
+        self._check(self._lib.kz_codec_set_threads(self._handle, int(threads)))
 
     def set_max_chunk(self, frames: int) -> None:
         """Frames per internal graph (memory bound); results do not depend on it."""
-        self._check(self._lib.kz_codec_set_max_chunk(self._h, int(frames)))
+        self._check(self._lib.kz_codec_set_max_chunk(self._handle, int(frames)))
 
     def decode(self, codes, intermediates: bool = False):
         """Full decode of codes [T, 16] -> float32 [T * 1920]. With intermediates=True also a dict
@@ -119,13 +103,13 @@ class CodecDecoder:
         out = np.zeros(n * self.samples_per_frame, np.float32)
         cp = c.ctypes.data_as(_c_int32_p)
         if not intermediates:
-            self._check(self._lib.kz_codec_decode(self._h, cp, n, k, _fptr(out), out.size))
+            self._check(self._lib.kz_codec_decode(self._handle, cp, n, k, _fptr(out), out.size))
             return out
         q = np.zeros((n, self.codebook_dim), np.float32)
         pre = np.zeros((n, self.latent_dim), np.float32)
         tfm = np.zeros((n, self.latent_dim), np.float32)
         up = np.zeros((n * self.upsample_factor, self.latent_dim), np.float32)
-        self._check(self._lib.kz_codec_decode_debug(self._h, cp, n, k, _fptr(out), out.size, _fptr(q), _fptr(pre), _fptr(tfm), _fptr(up)))
+        self._check(self._lib.kz_codec_decode_debug(self._handle, cp, n, k, _fptr(out), out.size, _fptr(q), _fptr(pre), _fptr(tfm), _fptr(up)))
         return out, {"quantized": q.T.copy(), "pre_conv": pre.T.copy(), "transformer": tfm.T.copy(), "upsample": up.T.copy()}
 
     def stream(self, codes_chunk) -> np.ndarray:
@@ -133,14 +117,14 @@ class CodecDecoder:
         c, n, k = self._codes(codes_chunk)
         out = np.zeros(n * self.samples_per_frame, np.float32)
         written = ctypes.c_size_t(0)
-        self._check(self._lib.kz_codec_stream_push(self._h, c.ctypes.data_as(_c_int32_p), n, k, _fptr(out), out.size,
+        self._check(self._lib.kz_codec_stream_push(self._handle, c.ctypes.data_as(_c_int32_p), n, k, _fptr(out), out.size,
                                                    ctypes.byref(written)))
         return out[: written.value]
 
     @property
     def position(self) -> int:
         """Frames streamed since the last reset."""
-        return int(self._lib.kz_codec_stream_position(self._h))
+        return int(self._lib.kz_codec_stream_position(self._handle))
 
     def reset(self) -> None:
-        self._check(self._lib.kz_codec_reset(self._h))
+        self._check(self._lib.kz_codec_reset(self._handle))

@@ -16,7 +16,6 @@ import json
 import os
 import pathlib
 import struct
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator

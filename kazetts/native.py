@@ -58,3 +58,32 @@ def check(status: int, message: bytes | str = b"") -> None:
 def error_buffer(size: int = 1024) -> ctypes.Array:
     """A buffer for the error message of a loader call."""
     return ctypes.create_string_buffer(size)
+
+
+class NativeHandle:
+    """Owns one native handle: frees it once (close, context manager, garbage collection) and
+    turns a failed status into NativeError with the handle's last error message.
+
+    Subclasses set `_handle`, and name their library's `_free` and `_last_error` functions."""
+
+    _handle: ctypes.c_void_p | None = None
+    _free_name = ""
+    _last_error_name = ""
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None):
+            getattr(library(), self._free_name)(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check(self, status: int) -> None:
+        if status != 0:
+            check(status, getattr(library(), self._last_error_name)(self._handle) or b"")

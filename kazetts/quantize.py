@@ -125,7 +125,7 @@ def _check_paths(src, dst) -> tuple[pathlib.Path, pathlib.Path]:
     return src, dst
 
 
-def _kv_snapshot(header: _Header, skip=("general.file_type", "general.quantization_version")) -> dict:
+def _kv_snapshot(header: GGUFHeader, skip=("general.file_type", "general.quantization_version")) -> dict:
     return {k: v for k, v in header.kv.items() if k not in skip}
 
 

@@ -65,7 +65,6 @@ def load_strict(checkpoint_dir, attn_implementation: str = "eager"):
     import json
     import pathlib
 
-    import torch
     from safetensors.torch import load_file
 
     ref = load_reference()

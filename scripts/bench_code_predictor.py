@@ -16,46 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import subprocess
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts")) / "models"
-REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
-
-
-def checkpoint(preset: str) -> pathlib.Path:
-    from kazetts.synthetic.checkpoint import make_checkpoint
-    d = CACHE / f"synthetic-{preset}-custom_voice-0"
-    if not (d / ".complete").exists():
-        print(f"building synthetic checkpoint {d} ...", flush=True)
-        make_checkpoint(preset, d, "custom_voice", 0)
-        (d / ".complete").write_text("ok")
-    return d
-
-
-def code_mmproj(ck: pathlib.Path, preset: str) -> pathlib.Path:
-    """An F32 mmproj with the code predictor tensors only (the codec is not needed here)."""
-    from kazetts import convert as C
-    from kazetts import gguf_names as N
-    path = CACHE / f"synthetic-{preset}-cp-only-f32.gguf"
-    if path.exists():
-        return path
-    print(f"writing {path} ...", flush=True)
-    c = C._Checkpoint(ck)
-    tensors = C._code_tensors(c)
-
-    def kv(w):
-        C._general(w, c, path.stem, "mmproj", 0)
-        C._mmproj_kv(w, c)
-        C._kazetts_keys(w, c)
-
-    C._write_file(path, N.MMPROJ_ARCH, tensors, "f32", True, kv, lambda m: None)
-    return path
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_common import REF_PYTHON, REPO, checkpoint, stage_mmproj  # noqa: E402
 
 
 def inputs(n_embd_in: int, cb0_vocab: int, frames: int):
@@ -128,7 +95,7 @@ def main():
         ref_worker(a.ref_worker, a.threads[0], a.frames)
         return
     ck = checkpoint(a.preset)
-    mm = code_mmproj(ck, a.preset)
+    mm = stage_mmproj(ck, a.preset, "cp")
     rows = []
     for t in a.threads:
         ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))

@@ -23,43 +23,9 @@ import subprocess
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts")) / "models"
-REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_common import REF_PYTHON, REPO, checkpoint, stage_mmproj  # noqa: E402
 TARGET_MS = 45.0  # 2 threads, streaming 4 frames a push
-
-
-def checkpoint(preset: str) -> pathlib.Path:
-    from kazetts.synthetic.checkpoint import make_checkpoint
-    d = CACHE / f"synthetic-{preset}-custom_voice-0"
-    if not (d / ".complete").exists():
-        print(f"building synthetic checkpoint {d} ...", flush=True)
-        make_checkpoint(preset, d, "custom_voice", 0)
-        (d / ".complete").write_text("ok")
-    return d
-
-
-def codec_mmproj(ck: pathlib.Path, preset: str) -> pathlib.Path:
-    """An F32 mmproj with the codec decoder tensors only."""
-    from kazetts import convert as C
-    from kazetts import gguf_names as N
-    path = CACHE / f"synthetic-{preset}-codec-only-f32.gguf"
-    if path.exists():
-        return path
-    print(f"writing {path} ...", flush=True)
-    c = C._Checkpoint(ck)
-    tensors = C._wav_tensors(c)
-
-    def kv(w):
-        C._general(w, c, path.stem, "mmproj", 0)
-        C._mmproj_kv(w, c)
-        C._kazetts_keys(w, c)
-
-    tmp = path.with_suffix(".tmp")
-    C._write_file(tmp, N.MMPROJ_ARCH, tensors, "f32", True, kv, lambda m: None)
-    tmp.rename(path)
-    return path
 
 
 def make_codes(frames: int, sizes=2048):
@@ -141,7 +107,7 @@ def main():
 
     import numpy as np
     ck = checkpoint(args.preset)
-    mm = codec_mmproj(ck, args.preset)
+    mm = stage_mmproj(ck, args.preset, "codec")
     codes = make_codes(args.frames)
     print(f"codec decoder, preset {args.preset}, {args.frames} random frames, best of {args.reps}; "
           f"ms per frame (80 ms of audio); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

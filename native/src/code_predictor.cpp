@@ -586,20 +586,8 @@ void predict(kz_code_predictor &m, const float *hidden, int32_t cb0, const kz_cp
 template <typename F>
 int guarded(kz_code_predictor *cp, F &&fn) {
     if (!cp) return KZ_ERR_INVALID_ARGUMENT;
-    try {
-        cp->last_error.clear();
-        fn();
-        return KZ_OK;
-    } catch (const Error &e) {
-        cp->last_error = e.what();
-        return e.status;
-    } catch (const std::bad_alloc &) {
-        cp->last_error = "out of memory";
-        return KZ_ERR_NO_MEMORY;
-    } catch (const std::exception &e) {
-        cp->last_error = e.what();
-        return KZ_ERR_COMPUTE;
-    }
+    cp->last_error.clear();
+    return kz::run_guarded(fn, [&](const char *message) { cp->last_error = message; }, KZ_ERR_COMPUTE);
 }
 
 }  // namespace
@@ -629,7 +617,7 @@ kz_cp_sampling kz_cp_default_sampling(void) {
 int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor **out, char *err, size_t err_len) {
     if (out) *out = nullptr;
     kz::write_error(err, err_len, "");
-    try {
+    return kz::run_guarded([&] {
         if (!path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "path and out must not be NULL");
         kz_cp_params p = params ? *params : kz_cp_default_params();
         if (p.weight_type < KZ_CP_WEIGHTS_FILE || p.weight_type > KZ_CP_WEIGHTS_Q4_0) {
@@ -653,17 +641,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
         set_threads(*m, p.n_threads);
         *out = m.release();
-        return KZ_OK;
-    } catch (const Error &e) {
-        kz::write_error(err, err_len, e.what());
-        return e.status;
-    } catch (const std::bad_alloc &) {
-        kz::write_error(err, err_len, "out of memory");
-        return KZ_ERR_NO_MEMORY;
-    } catch (const std::exception &e) {
-        kz::write_error(err, err_len, e.what());
-        return KZ_ERR_FORMAT;
-    }
+    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
 }
 
 void kz_cp_free(kz_code_predictor *cp) { delete cp; }

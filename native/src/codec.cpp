@@ -812,20 +812,10 @@ namespace {
 
 template <class F>
 int guarded(kz_codec *c, F &&f) {
-    try {
+    return kz::run_guarded([&] {
         f();
         if (c) c->last_error.clear();
-        return KZ_OK;
-    } catch (const Error &e) {
-        if (c) c->last_error = e.what();
-        return e.status;
-    } catch (const std::bad_alloc &) {
-        if (c) c->last_error = "out of memory";
-        return KZ_ERR_NO_MEMORY;
-    } catch (const std::exception &e) {
-        if (c) c->last_error = e.what();
-        return KZ_ERR_COMPUTE;
-    }
+    }, [&](const char *message) { if (c) c->last_error = message; }, KZ_ERR_COMPUTE);
 }
 
 }  // namespace
@@ -835,7 +825,7 @@ extern "C" {
 int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec **out, char *err, size_t err_len) {
     kz::write_error(err, err_len, "");
     if (out) *out = nullptr;
-    try {
+    return kz::run_guarded([&] {
         if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16)
@@ -849,17 +839,7 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
         if (!c->galloc) throw Error(KZ_ERR_NO_MEMORY, "cannot create the graph allocator");
         c->graph_mem.resize(ggml_tensor_overhead() * kGraphSize + ggml_graph_overhead_custom(kGraphSize, false));
         *out = c.release();
-        return KZ_OK;
-    } catch (const Error &e) {
-        kz::write_error(err, err_len, e.what());
-        return e.status;
-    } catch (const std::bad_alloc &) {
-        kz::write_error(err, err_len, "out of memory");
-        return KZ_ERR_NO_MEMORY;
-    } catch (const std::exception &e) {
-        kz::write_error(err, err_len, e.what());
-        return KZ_ERR_FORMAT;
-    }
+    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
 }
 
 void kz_codec_free(kz_codec *codec) { delete codec; }

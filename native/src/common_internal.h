@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstddef>
+#include <new>
 #include <stdexcept>
 #include <string>
+
+#include "kazetts/common.h"
 
 #define KZ_ABI_VERSION 1
 
@@ -17,5 +20,25 @@ struct Error : std::runtime_error {
 
 // Copies a message into a caller-owned buffer (truncated, always NUL-terminated).
 void write_error(char *buf, size_t len, const std::string &message);
+
+// The exception barrier of every exported function: runs `body`, returns KZ_OK, or turns an
+// exception into its status and hands its message to `report`; `unexpected` is the status of
+// a std::exception that is not a kz::Error.
+template <class Body, class Report>
+int run_guarded(Body &&body, Report &&report, int unexpected) {
+    try {
+        body();
+        return KZ_OK;
+    } catch (const Error &e) {
+        report(e.what());
+        return e.status;
+    } catch (const std::bad_alloc &) {
+        report("out of memory");
+        return KZ_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        report(e.what());
+        return unexpected;
+    }
+}
 
 }  // namespace kz
