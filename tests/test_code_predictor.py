@@ -22,19 +22,11 @@ Q8_MIN_AGREEMENT = 0.995
 
 
 @pytest.fixture(scope="session")
-def mmproj(tiny_checkpoint, tmp_path_factory):
-    """mmproj(preset, model_type, seed, out_type) -> converted file (cached per session)."""
-    from kazetts.convert import convert_checkpoint
-
-    built: dict = {}
+def mmproj(tiny_gguf):
+    """mmproj(preset, model_type, seed, out_type) -> the converted file (conftest's cache)."""
 
     def get(preset="tiny", model_type="custom_voice", seed=0, out_type="f32"):
-        key = (preset, model_type, seed, out_type)
-        if key not in built:
-            out = tmp_path_factory.mktemp(f"mm-{preset}-{model_type}-{seed}-{out_type}")
-            _, built[key] = convert_checkpoint(tiny_checkpoint(preset, model_type, seed), out, out_type,
-                                               name=f"{preset}-{model_type}", verbose=False)
-        return built[key]
+        return tiny_gguf(preset, model_type, out_type, seed)[1]
 
     return get
 
