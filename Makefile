@@ -70,7 +70,7 @@ demo: setup
 	$(VENV)/bin/python scripts/make_checkpoint.py tiny models/tiny-custom_voice -q
 	$(VENV)/bin/python -m kazetts convert models/tiny-custom_voice -o models/tiny --type f32 -q
 	$(VENV)/bin/python -m kazetts say "$(DEMO_TEXT)" --model models/tiny --language french --speaker vivian \
-		-o out/demo.wav --verbose
+		--greedy -o out/demo.wav --verbose
 	$(VENV)/bin/python -m kazetts validate models/tiny dumps
 
 test: setup ref

@@ -29,18 +29,25 @@ def _engine(args: argparse.Namespace, codec_weights: str = "f32"):
 
 
 class _Progress:
-    """One status line on stderr: frames, frames/s and real-time factor (long jobs only)."""
+    """Progress on stderr for jobs longer than a second: frames, frames/s, real-time factor.
+    On a terminal one line is rewritten in place; in a log, a line every few seconds."""
 
-    def __init__(self, enabled: bool):
-        self.enabled, self.start, self.shown = enabled, time.perf_counter(), False
+    def __init__(self, enabled: bool, tty: bool):
+        self.enabled, self.tty = enabled, tty
+        self.start = self.last = time.perf_counter()
+        self.shown = False
 
     def update(self, frames: int) -> None:
-        elapsed = time.perf_counter() - self.start
-        if self.enabled and elapsed > 1.0:
-            rtf = elapsed / max(frames * 0.08, 1e-9)
-            print(f"\r  {frames} frames ({frames * 0.08:.1f} s of audio), {frames / elapsed:.1f} frames/s, "
-                  f"real-time factor {rtf:.2f}", end="", file=sys.stderr, flush=True)
-            self.shown = True
+        now = time.perf_counter()
+        elapsed = now - self.start
+        if not self.enabled or elapsed < 1.0 or (not self.tty and now - self.last < 5.0):
+            return
+        self.last = now
+        rtf = elapsed / max(frames * 0.08, 1e-9)
+        print(f"{chr(13) if self.tty else ''}  {frames} frames ({frames * 0.08:.1f} s of audio), "
+              f"{frames / elapsed:.1f} frames/s, real-time factor {rtf:.2f}", end="" if self.tty else "\n",
+              file=sys.stderr, flush=True)
+        self.shown = self.tty
 
     def close(self) -> None:
         if self.shown:
@@ -53,7 +60,7 @@ def _say(args: argparse.Namespace) -> int:
                    seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming)
     embedding = np.load(args.speaker_embedding) if args.speaker_embedding else None
     timings: dict = {}
-    progress = _Progress(sys.stderr.isatty() or args.verbose)
+    progress = _Progress(sys.stderr.isatty() or args.verbose, sys.stderr.isatty())
     to_stdout = str(args.output) == "-"
     sink = _Sink(args.output, tts.sample_rate, to_stdout)
     try:
