@@ -40,6 +40,11 @@ class EmbeddingRows(Protocol):
     def codec(self, ids: Sequence[int]) -> np.ndarray: ...
 
 
+def takes_instruct(model_type: str, size_tag: str) -> bool:
+    """The reference drops instructs on the 0.6B CustomVoice model; Base models take none."""
+    return model_type == "voice_design" or (model_type == "custom_voice" and size_tag != "0b6")
+
+
 @dataclass(frozen=True)
 class VoiceTable:
     """A model's special ids, speakers and languages (read from config.json or the GGUF)."""
@@ -65,15 +70,14 @@ class VoiceTable:
         talker = config["talker_config"]
         dialects = {name: d for name, d in (talker.get("spk_is_dialect") or {}).items() if d}
         model_type = config.get("tts_model_type", "custom_voice")
-        # The reference drops instructs on the 0.6B CustomVoice model; Base models take none.
-        instruct = model_type == "voice_design" or (model_type == "custom_voice" and config.get("tts_model_size") != "0b6")
         return cls(
             tts_pad=config["tts_pad_token_id"], tts_bos=config["tts_bos_token_id"], tts_eos=config["tts_eos_token_id"],
             codec_pad=talker["codec_pad_id"], codec_bos=talker["codec_bos_id"], codec_eos=talker["codec_eos_token_id"],
             codec_think=talker["codec_think_id"], codec_nothink=talker["codec_nothink_id"],
             codec_think_bos=talker["codec_think_bos_id"], codec_think_eos=talker["codec_think_eos_id"],
             languages=dict(talker.get("codec_language_id") or {}), speakers=dict(talker.get("spk_id") or {}),
-            speaker_dialects=dialects, model_type=model_type, supports_instruct=instruct)
+            speaker_dialects=dialects, model_type=model_type,
+            supports_instruct=takes_instruct(model_type, config.get("tts_model_size", "")))
 
     @property
     def spoken_languages(self) -> list[str]:

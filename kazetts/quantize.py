@@ -149,6 +149,19 @@ def _compare_tensors(src, out, what: str) -> None:
         raise ValueError(f"{what}: tensor shapes changed: {bad[:5]}")
 
 
+def _check_same_layout(src: GGUFHeader, tmp: pathlib.Path, arch: str, what: str, res: "QuantizeResult",
+                       kv_label: str) -> GGUFHeader:
+    """The quantized file keeps the architecture, every tensor and shape, and all metadata."""
+    out = GGUFHeader(tmp)
+    if _arch(out) != arch:
+        raise ValueError(f"{what}: architecture changed to {_arch(out)!r}")
+    _compare_tensors(src, out, what)
+    res.checks.append("same tensors and shapes")
+    _compare_kv(src, out, what)
+    res.checks.append(f"all metadata ({kv_label}) copied")
+    return out
+
+
 def _block_ok(shape, ty) -> bool:
     import gguf
     return int(shape[0]) % gguf.GGML_QUANT_SIZES[ty][0] == 0
@@ -219,14 +232,8 @@ def _quantize_talker(src: pathlib.Path, tmp: pathlib.Path, type_name: str, nthre
         raise ValueError(f"llama.cpp could not quantize {src} to {type_name}: " + ("; ".join(errors[-3:]) or f"status {rc}"))
     res.notes += [ln.strip() for ln in log.splitlines() if "fallback" in ln.lower()][:20]
 
-    out = GGUFHeader(tmp)
     what = f"quantized talker {tmp}"
-    if _arch(out) != N.TALKER_ARCH:
-        raise ValueError(f"{what}: architecture changed to {_arch(out)!r}")
-    _compare_tensors(reader, out, what)
-    res.checks.append("same tensors and shapes")
-    _compare_kv(reader, out, what)
-    res.checks.append("all metadata (kazetts.*, tokenizer, qwen3tts.*) copied")
+    out = _check_same_layout(reader, tmp, N.TALKER_ARCH, what, res, "kazetts.*, tokenizer, qwen3tts.*")
     bad = [name for name, (shape, ty) in out.tensors.items() if not _block_ok(shape, ty)]
     if bad:
         raise ValueError(f"{what}: rows not a multiple of the block size: {bad[:5]}")
@@ -372,14 +379,8 @@ def _quantize_mmproj(src: pathlib.Path, tmp: pathlib.Path, type_name: str, allow
     w.close()
 
     del reader, plan
-    out = GGUFHeader(tmp)
     what = f"quantized mmproj {tmp}"
-    if _arch(out) != N.MMPROJ_ARCH:
-        raise ValueError(f"{what}: architecture changed to {_arch(out)!r}")
-    _compare_tensors(header, out, what)
-    res.checks.append("same tensors and shapes")
-    _compare_kv(header, out, what)
-    res.checks.append("all metadata (kazetts.*, clip.*) copied")
+    out = _check_same_layout(header, tmp, N.MMPROJ_ARCH, what, res, "kazetts.*, clip.*")
     by_group: dict[str, Counter] = {}
     for name, (shape, ty) in out.tensors.items():
         g = tensor_group(name)

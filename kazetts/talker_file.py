@@ -19,7 +19,7 @@ import numpy as np
 
 from . import gguf_names as names
 from .gguf_header import GGUFHeader
-from .prompt import VoiceTable
+from .prompt import VoiceTable, takes_instruct
 
 # Control ids every Qwen3-TTS talker has, under the token names llama.cpp's converter gives them.
 _CODEC_TOKENS = {
@@ -85,7 +85,7 @@ class TalkerFile:
             speakers=dict(zip(self.field(names.K_SPEAKERS, []), self.field(names.K_SPEAKER_IDS, []))),
             speaker_dialects={k: v for k, v in dialects.items() if v},
             model_type=model_type,
-            supports_instruct=model_type == "voice_design" or (model_type == "custom_voice" and size != "0b6"))
+            supports_instruct=takes_instruct(model_type, size))
 
     def _voices_from_token_names(self) -> VoiceTable:
         tokens = self.field("tokenizer.ggml.tokens")

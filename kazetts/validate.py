@@ -113,12 +113,14 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
         detail += _first_mismatch_margin(a["talker_logits"], cb0, a["codes"][:len(cb0), 0])
     checks.append(Check(name, "talker", same and min(h_cos, l_cos) >= gates["cosine"], detail))
 
-    got = np.stack([tts.code_predictor.predict(a["talker_hidden"][f], int(a["codes"][f, 0]))[0]
-                    for f in range(manifest["frames"])])
-    frames_same = int((got == a["codes"][:, 1:]).all(axis=1).sum())
     n_cp = len(a["cp_logits"])
-    cp_cos = min(cosine(tts.code_predictor.predict(a["talker_hidden"][f], int(a["codes"][f, 0]), return_logits=True)[2],
-                        a["cp_logits"][f]).min() for f in range(n_cp))
+    rows, cp_cos = [], 1.0
+    for f in range(manifest["frames"]):  # one prediction per frame; logits kept for the dumped frames
+        codes, _, logits = tts.code_predictor.predict(a["talker_hidden"][f], int(a["codes"][f, 0]), return_logits=True)
+        rows.append(codes)
+        if f < n_cp:
+            cp_cos = min(cp_cos, float(cosine(logits, a["cp_logits"][f]).min()))
+    frames_same = int((np.stack(rows) == a["codes"][:, 1:]).all(axis=1).sum())
     detail = f"{frames_same}/{manifest['frames']} frames CB1..15 identical, min logit cosine {cp_cos:.6f}"
     checks.append(Check(name, "predictor", frames_same == manifest["frames"] and cp_cos >= gates["cosine"], detail))
 
