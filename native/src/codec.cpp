@@ -2,8 +2,9 @@
 //
 // Layout: every activation is a ggml [channels, time] tensor (channel fastest), so 1x1 convs and
 // linears are plain mul_mat, per-channel parameters broadcast as [C] rows, and the left context of
-// a causal conv is a column block. A k-tap conv is one mul_mat over an im2col matrix that is a
-// strided (overlapping) view of the padded input, made contiguous by one copy. A ConvTranspose
+// a causal conv is a column block. A k-tap conv is one mul_mat over an im2col matrix written in
+// one pass from the left context and the input (no concatenated copy), already in the weights'
+// type; Snake also writes the type its consumer multiplies in, so no matmul converts. A ConvTranspose
 // (kernel K = stride s or 2s) is one mul_mat giving K*Cout values per input step plus an
 // overlap-add of the second half with the previous step's (the "tail").
 //
@@ -170,7 +171,7 @@ struct Pending {
 struct Builder {
     Model &m;
     const Loader &L;
-    bool f16;
+    ggml_type fast;  // type of the conv / linear weights (F32 on the reference path)
     std::vector<Pending> pending;
 
     ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne, std::vector<float> data) {
@@ -193,18 +194,20 @@ struct Builder {
             }
         }
     }
-    // a tensor copied as is (F32)
-    ggml_tensor *plain(const std::string &name, std::vector<int64_t> ne, bool half = false) {
+    // a tensor copied as is (F32 unless told)
+    ggml_tensor *plain(const std::string &name, std::vector<int64_t> ne, ggml_type type = GGML_TYPE_F32) {
         ggml_tensor *s = L.src(name);
         expect(s, ne);
-        return make(name, half ? GGML_TYPE_F16 : GGML_TYPE_F32, ne, L.read(s));
+        return make(name, type, ne, L.read(s));
     }
+    // a linear weight, in the fast type
+    ggml_tensor *linear(const std::string &name, std::vector<int64_t> ne) { return plain(name, ne, fast); }
     ggml_tensor *vec(const std::string &name, int64_t n) { return plain(name, {n}); }
     Snake snake(const std::string &name, int64_t c) {
         return {vec(name + ".alpha", c), vec(name + ".beta", c)};
     }
     // torch Conv1d weight [cout, cin, k] (ggml ne [k, cin, cout]) -> [cin*k, cout], row j*cin + c
-    Conv conv(const std::string &name, int dil, bool half) {
+    Conv conv(const std::string &name, int dil, ggml_type type) {
         ggml_tensor *s = L.src(name + ".weight");
         Conv c;
         c.k = (int)s->ne[0];
@@ -216,12 +219,12 @@ struct Builder {
             for (int ci = 0; ci < c.cin; ci++)
                 for (int j = 0; j < c.k; j++)
                     p[ci + (size_t)c.cin * (j + (size_t)c.k * o)] = w[j + (size_t)c.k * (ci + (size_t)c.cin * o)];
-        c.w = make(name + ".weight", half ? GGML_TYPE_F16 : GGML_TYPE_F32, {(int64_t)c.cin * c.k, c.cout}, std::move(p));
+        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, std::move(p));
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
     // torch ConvTranspose1d weight [cin, cout, k] (ggml ne [k, cout, cin]) -> [cin, k*cout], row j*cout + c
-    TConv tconv(const std::string &name, int stride, bool half) {
+    TConv tconv(const std::string &name, int stride) {
         ggml_tensor *s = L.src(name + ".weight");
         TConv c;
         c.k = (int)s->ne[0];
@@ -234,7 +237,7 @@ struct Builder {
             for (int co = 0; co < c.cout; co++)
                 for (int j = 0; j < c.k; j++)
                     p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
-        c.w = make(name + ".weight", half ? GGML_TYPE_F16 : GGML_TYPE_F32, {c.cin, (int64_t)c.k * c.cout}, std::move(p));
+        c.w = make(name + ".weight", fast, {c.cin, (int64_t)c.k * c.cout}, std::move(p));
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -249,7 +252,7 @@ int count_blocks(const Loader &L, const char *fmt) {
     }
 }
 
-void load_model(Model &m, const char *path, bool f16) {
+void load_model(Model &m, const char *path, ggml_type fast) {
     Loader L;
     L.path = path;
     L.f = std::fopen(path, "rb");
@@ -293,17 +296,17 @@ void load_model(Model &m, const char *path, bool f16) {
     ggml_init_params ip_ = {ggml_tensor_overhead() * 1024, nullptr, true};
     m.ctx = ggml_init(ip_);
     if (!m.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
-    Builder B{m, L, f16, {}};
+    Builder B{m, L, fast, {}};
 
     m.cb_first = B.plain(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
     m.cb_rest = B.make(W + "quant.rest.codebook.weight", GGML_TYPE_F32, {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)}, L.read(cbr));
     m.out_first = B.plain(W + "quant.first.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.out_rest = B.plain(W + "quant.rest.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
-    m.pre_conv = B.conv(W + "pre_conv", 1, f16);
+    m.pre_conv = B.conv(W + "pre_conv", 1, fast);
     if (m.pre_conv.cin != hp.codebook_dim) throw Error(KZ_ERR_FORMAT, "pre_conv input width mismatch");
-    m.in_proj_w = B.plain(W + "tfm.in_proj.weight", {hp.latent, hp.hidden}, f16);
+    m.in_proj_w = B.linear(W + "tfm.in_proj.weight", {hp.latent, hp.hidden});
     m.in_proj_b = B.vec(W + "tfm.in_proj.bias", hp.hidden);
-    m.out_proj_w = B.plain(W + "tfm.out_proj.weight", {hp.hidden, hp.latent}, f16);
+    m.out_proj_w = B.linear(W + "tfm.out_proj.weight", {hp.hidden, hp.latent});
     m.out_proj_b = B.vec(W + "tfm.out_proj.bias", hp.latent);
     m.out_norm = B.vec(W + "tfm.output_norm.weight", hp.hidden);
     const int64_t qd = (int64_t)hp.n_head * hp.head_dim, kvd = (int64_t)hp.n_head_kv * hp.head_dim;
@@ -311,17 +314,17 @@ void load_model(Model &m, const char *path, bool f16) {
         std::string p = W + "tfm.blk." + std::to_string(i) + ".";
         TfmLayer l;
         l.ln1 = B.vec(p + "ln1.weight", hp.hidden);
-        l.q = B.plain(p + "attn_q.weight", {hp.hidden, qd}, f16);
-        l.k = B.plain(p + "attn_k.weight", {hp.hidden, kvd}, f16);
-        l.v = B.plain(p + "attn_v.weight", {hp.hidden, kvd}, f16);
-        l.o = B.plain(p + "attn_out.weight", {qd, hp.hidden}, f16);
+        l.q = B.linear(p + "attn_q.weight", {hp.hidden, qd});
+        l.k = B.linear(p + "attn_k.weight", {hp.hidden, kvd});
+        l.v = B.linear(p + "attn_v.weight", {hp.hidden, kvd});
+        l.o = B.linear(p + "attn_out.weight", {qd, hp.hidden});
         l.ls1 = B.vec(p + "ls1.weight", hp.hidden);
         l.ln2 = B.vec(p + "ln2.weight", hp.hidden);
         ggml_tensor *g = L.src(p + "ffn_gate.weight");
         int64_t ff = g->ne[1];
-        l.gate = B.plain(p + "ffn_gate.weight", {hp.hidden, ff}, f16);
-        l.up = B.plain(p + "ffn_up.weight", {hp.hidden, ff}, f16);
-        l.down = B.plain(p + "ffn_down.weight", {ff, hp.hidden}, f16);
+        l.gate = B.linear(p + "ffn_gate.weight", {hp.hidden, ff});
+        l.up = B.linear(p + "ffn_up.weight", {hp.hidden, ff});
+        l.down = B.linear(p + "ffn_down.weight", {ff, hp.hidden});
         l.ls2 = B.vec(p + "ls2.weight", hp.hidden);
         m.layers.push_back(l);
     }
@@ -331,7 +334,7 @@ void load_model(Model &m, const char *path, bool f16) {
         std::string p = W + "up.blk." + std::to_string(i) + ".";
         UpBlock u;
         int stride = (int)L.src(p + "conv.weight")->ne[0];  // kernel == stride
-        u.conv = B.tconv(p + "conv", stride, f16);
+        u.conv = B.tconv(p + "conv", stride);
         hp.up_factor *= stride;
         const int64_t C = u.conv.cout;
         ggml_tensor *dw = L.src(p + "dwconv.weight");
@@ -345,14 +348,14 @@ void load_model(Model &m, const char *path, bool f16) {
         u.norm_w = B.vec(p + "norm.weight", C);
         u.norm_b = B.vec(p + "norm.bias", C);
         ggml_tensor *pw1 = L.src(p + "pw1.weight");
-        u.pw1_w = B.plain(p + "pw1.weight", {C, pw1->ne[1]}, f16);
+        u.pw1_w = B.linear(p + "pw1.weight", {C, pw1->ne[1]});
         u.pw1_b = B.vec(p + "pw1.bias", pw1->ne[1]);
-        u.pw2_w = B.plain(p + "pw2.weight", {pw1->ne[1], C}, f16);
+        u.pw2_w = B.linear(p + "pw2.weight", {pw1->ne[1], C});
         u.pw2_b = B.vec(p + "pw2.bias", C);
         u.gamma = B.vec(p + "gamma", C);
         m.up.push_back(u);
     }
-    m.entry = B.conv(W + "dac.entry", 1, f16);
+    m.entry = B.conv(W + "dac.entry", 1, fast);
     int n_dac = count_blocks(L, "a.gen.wav.dac.blk.%d.conv.weight");
     int total = hp.up_factor;
     int ch = m.entry.cout;
@@ -362,7 +365,7 @@ void load_model(Model &m, const char *path, bool f16) {
         d.snake = B.snake(p + "snake", ch);
         int k = (int)L.src(p + "conv.weight")->ne[0];
         if (k % 2) throw Error(KZ_ERR_FORMAT, p + "conv: odd ConvTranspose kernel");
-        d.conv = B.tconv(p + "conv", k / 2, f16);
+        d.conv = B.tconv(p + "conv", k / 2);
         total *= d.conv.s;
         ch = d.conv.cout;
         const int dil[3] = {1, 3, 9};
@@ -370,28 +373,28 @@ void load_model(Model &m, const char *path, bool f16) {
             std::string q = p + "res." + std::to_string(r) + ".";
             ResUnit u;
             u.act1 = B.snake(q + "act1", ch);
-            u.conv1 = B.conv(q + "conv1", dil[r], f16);
+            u.conv1 = B.conv(q + "conv1", dil[r], fast);
             u.act2 = B.snake(q + "act2", ch);
-            u.conv2 = B.conv(q + "conv2", 1, f16);
+            u.conv2 = B.conv(q + "conv2", 1, fast);
             d.res.push_back(u);
         }
         m.dac.push_back(d);
     }
     m.post_snake = B.snake(W + "dac.post_snake", ch);
-    m.post_conv = B.conv(W + "dac.post_conv", 1, false);
+    m.post_conv = B.conv(W + "dac.post_conv", 1, GGML_TYPE_F32);
     if (m.post_conv.cout != 1) throw Error(KZ_ERR_FORMAT, "post_conv must have one output channel");
     hp.samples_per_frame = total;
 
     m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec weights");
-    std::vector<uint16_t> half;
+    std::vector<uint8_t> packed;
     for (Pending &p : B.pending) {
         if (p.dst->type == GGML_TYPE_F32) {
             ggml_backend_tensor_set(p.dst, p.data.data(), 0, ggml_nbytes(p.dst));
         } else {
-            half.resize(p.data.size());
-            ggml_fp32_to_fp16_row(p.data.data(), reinterpret_cast<ggml_fp16_t *>(half.data()), (int64_t)p.data.size());
-            ggml_backend_tensor_set(p.dst, half.data(), 0, ggml_nbytes(p.dst));
+            packed.resize(ggml_nbytes(p.dst));
+            ggml_quantize_chunk(p.dst->type, p.data.data(), packed.data(), 0, ggml_nrows(p.dst), p.dst->ne[0], nullptr);
+            ggml_backend_tensor_set(p.dst, packed.data(), 0, packed.size());
         }
         std::vector<float>().swap(p.data);
     }
@@ -428,13 +431,58 @@ static void snake_row(float *y, const float *x, const float *alpha, const float 
     for (int64_t i = 0; i < n; i++) y[i] = x[i] + inv_beta[i] * sin_sq(alpha[i] * x[i]);
 }
 
-static void snake_op(ggml_tensor *dst, const ggml_tensor *x, const ggml_tensor *alpha, const ggml_tensor *inv_beta, int ith,
-                     int nth, void *) {
-    const int64_t C = x->ne[0], T = ggml_nrows(x);
-    const int64_t per = (T + nth - 1) / nth, t0 = std::min<int64_t>(T, per * ith), t1 = std::min<int64_t>(T, t0 + per);
+// rows [r0, r1) of nrows split evenly over nth threads
+static void thread_rows(int64_t nrows, int ith, int nth, int64_t &r0, int64_t &r1) {
+    const int64_t per = (nrows + nth - 1) / nth;
+    r0 = std::min<int64_t>(nrows, per * ith);
+    r1 = std::min<int64_t>(nrows, r0 + per);
+}
+
+// writes n floats as a row of dst's type (F32 or F16: the type the next matmul consumes)
+static void store_row(void *dst, ggml_type type, const float *src, int64_t n) {
+    if (type == GGML_TYPE_F16) {
+        ggml_cpu_fp32_to_fp16(src, (ggml_fp16_t *)dst, n);
+    } else {
+        std::memcpy(dst, src, (size_t)n * sizeof(float));
+    }
+}
+
+// dst = snake(src[0]; alpha src[1], inv_beta src[2]), written in dst's type
+static void snake_op(ggml_tensor *dst, int ith, int nth, void *) {
+    const ggml_tensor *x = dst->src[0], *alpha = dst->src[1], *inv_beta = dst->src[2];
+    const int64_t C = x->ne[0];
+    int64_t t0, t1;
+    thread_rows(ggml_nrows(x), ith, nth, t0, t1);
+    std::vector<float> row(dst->type == GGML_TYPE_F32 ? 0 : C);
     for (int64_t t = t0; t < t1; t++) {
-        snake_row((float *)((char *)dst->data + t * dst->nb[1]), (const float *)((const char *)x->data + t * x->nb[1]),
-                  (const float *)alpha->data, (const float *)inv_beta->data, C);
+        float *y = row.empty() ? (float *)((char *)dst->data + t * dst->nb[1]) : row.data();
+        snake_row(y, (const float *)((const char *)x->data + t * x->nb[1]), (const float *)alpha->data,
+                  (const float *)inv_beta->data, C);
+        if (!row.empty()) store_row((char *)dst->data + t * dst->nb[1], dst->type, y, C);
+    }
+}
+
+// The input matrix of a causal k-tap conv: column t holds taps j = 0..k-1 of the input
+// [prev (src[0], F32 left context) ; x (src[1], F32 or dst's type)] at t + j*dil, each a row of
+// cin values, written in dst's type. One pass, no concatenated copy of the input.
+static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const Conv &c = *static_cast<const Conv *>(userdata);
+    const ggml_tensor *prev = dst->src[0], *x = dst->src[1];
+    const int64_t Lc = prev->ne[1], es = (int64_t)ggml_type_size(dst->type);
+    int64_t t0, t1;
+    thread_rows(dst->ne[1], ith, nth, t0, t1);
+    for (int64_t t = t0; t < t1; t++) {
+        char *out = (char *)dst->data + t * dst->nb[1];
+        for (int j = 0; j < c.k; j++, out += c.cin * es) {
+            const int64_t col = t + (int64_t)j * c.dil - Lc;  // < 0: in the left context
+            if (col < 0) {
+                store_row(out, dst->type, (const float *)((const char *)prev->data + (Lc + col) * prev->nb[1]), c.cin);
+            } else if (x->type == dst->type) {
+                std::memcpy(out, (const char *)x->data + col * x->nb[1], (size_t)(c.cin * es));
+            } else {
+                store_row(out, dst->type, (const float *)((const char *)x->data + col * x->nb[1]), c.cin);
+            }
+        }
     }
 }
 
@@ -477,9 +525,9 @@ struct Graph {
         if (next.slots.size() <= slot) next.slots.resize(slot + 1);
         return x;
     }
-    // the new state of the current slot
+    // the new state of the current slot (kept in F32)
     void save(ggml_tensor *view) {
-        ggml_tensor *t = ggml_cont(ctx, view);
+        ggml_tensor *t = view->type == GGML_TYPE_F32 ? ggml_cont(ctx, view) : ggml_cast(ctx, view, GGML_TYPE_F32);
         ggml_set_output(t);
         state_out.push_back({t, 0, slot});
         slot++;
@@ -498,26 +546,18 @@ struct Graph {
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
         const int64_t T = x->ne[1];
         const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
-        ggml_tensor *xp = x;
-        if (Lc > 0) {
-            ggml_tensor *prev = state(c.cin, Lc);
-            xp = ggml_concat(ctx, prev, x, 1);
-            save(ggml_view_2d(ctx, xp, c.cin, Lc, xp->nb[1], (size_t)T * xp->nb[1]));
+        if (Lc == 0) return ggml_add(ctx, mm(c.w, x), c.b);
+        ggml_tensor *prev = state(c.cin, Lc);
+        if (T >= Lc) {  // the next left context: the last Lc columns of [prev ; x]
+            save(ggml_view_2d(ctx, x, c.cin, Lc, x->nb[1], (size_t)(T - Lc) * x->nb[1]));
+        } else {
+            ggml_tensor *xf = x->type == GGML_TYPE_F32 ? x : ggml_cast(ctx, x, GGML_TYPE_F32);
+            ggml_tensor *kept = ggml_view_2d(ctx, prev, c.cin, Lc - T, prev->nb[1], (size_t)T * prev->nb[1]);
+            save(ggml_concat(ctx, kept, xf, 1));
         }
-        ggml_tensor *cols = xp;
-        if (c.k > 1) {
-            // overlapping view [cin, k, T]: tap j of step t is column t + j*dil of xp
-            ggml_tensor *v = ggml_view_1d(ctx, xp, 1, 0);
-            v->ne[0] = c.cin;
-            v->ne[1] = c.k;
-            v->ne[2] = T;
-            v->ne[3] = 1;
-            v->nb[1] = (size_t)c.dil * xp->nb[1];
-            v->nb[2] = xp->nb[1];
-            v->nb[3] = v->nb[2] * T;
-            ggml_tensor *dst = ggml_new_tensor_3d(ctx, c.w->type, c.cin, c.k, T);
-            cols = ggml_reshape_2d(ctx, ggml_cpy(ctx, v, dst), (int64_t)c.cin * c.k, T);
-        }
+        ggml_tensor *args[2] = {prev, x};
+        ggml_tensor *cols = ggml_custom_4d(ctx, c.w->type, (int64_t)c.cin * c.k, T, 1, 1, args, 2, im2col_op,
+                                           GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
         return ggml_add(ctx, mm(c.w, cols), c.b);
     }
 
@@ -540,9 +580,11 @@ struct Graph {
         return ggml_add(ctx, out, c.b);
     }
 
-    ggml_tensor *snake(ggml_tensor *x, const Snake &s) {
+    // snake(x) in the type of the weights it feeds (`type`), so the matmul converts nothing
+    ggml_tensor *snake(ggml_tensor *x, const Snake &s, ggml_type type) {
         if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
-        return ggml_map_custom3(ctx, x, s.alpha, s.inv_beta, snake_op, GGML_N_TASKS_MAX, nullptr);
+        ggml_tensor *args[3] = {x, s.alpha, s.inv_beta};
+        return ggml_custom_4d(ctx, type, x->ne[0], x->ne[1], 1, 1, args, 3, snake_op, GGML_N_TASKS_MAX, nullptr);
     }
 
     ggml_tensor *convnext(ggml_tensor *x, const UpBlock &u) {
@@ -658,14 +700,14 @@ struct Graph {
         ggml_set_output(upsample);
         x = conv(x, m.entry);
         for (const DacBlock &d : m.dac) {
-            x = tconv(snake(x, d.snake), d.conv);
+            x = tconv(snake(x, d.snake, d.conv.w->type), d.conv);
             for (const ResUnit &r : d.res) {
-                ggml_tensor *t = conv(snake(x, r.act1), r.conv1);
-                t = conv(snake(t, r.act2), r.conv2);
+                ggml_tensor *t = conv(snake(x, r.act1, r.conv1.w->type), r.conv1);
+                t = conv(snake(t, r.act2, r.conv2.w->type), r.conv2);
                 x = ggml_add(ctx, t, x);
             }
         }
-        x = conv(snake(x, m.post_snake), m.post_conv);
+        x = conv(snake(x, m.post_snake, m.post_conv.w->type), m.post_conv);
         wav = ggml_clamp(ctx, x, -1.0f, 1.0f);
         ggml_set_output(wav);
         ggml_cgraph *gf = ggml_new_graph_custom(ctx, kGraphSize, false);
@@ -830,9 +872,10 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight type " + std::to_string(weights));
+        const ggml_type fast = weights == KZ_CODEC_WEIGHTS_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
         std::unique_ptr<kz_codec> c(new kz_codec());
         c->n_threads = n_threads;
-        load_model(c->model, mmproj_path, weights == KZ_CODEC_WEIGHTS_F16);
+        load_model(c->model, mmproj_path, fast);
         c->backend = ggml_backend_cpu_init();
         if (!c->backend) throw Error(KZ_ERR_NO_MEMORY, "cannot create the CPU backend");
         c->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
