@@ -5,7 +5,8 @@
 Builds (once, cached under ~/.cache/kazetts/models) the synthetic checkpoint of the preset and
 an F32 mmproj holding only the code predictor tensors, then times the native code predictor
 (greedy, one frame = 2-token prefill + 14 steps) with weights converted at load time to F32,
-F16, Q8_0 and Q4_0, at each thread count; and the reference (``talker.code_predictor.generate``
+F16, Q8_0 and Q4_0, at each thread count, with the share of greedy codes each type keeps of
+F32's on the same inputs (F32 is the reference's codes, see the goldens); and the reference (``talker.code_predictor.generate``
 as ``Qwen3TTSForConditionalGeneration`` calls it, float32, greedy) in the reference environment
 on the same weights and thread counts, printing the ratios.
 
@@ -34,19 +35,20 @@ def inputs(n_embd_in: int, cb0_vocab: int, frames: int):
 
 
 def bench_native(mmproj, weights, threads, frames):
+    """(median ms per frame, greedy codes [frames, 15])."""
     import numpy as np
     from kazetts.code_predictor import CodePredictor
     cp = CodePredictor(mmproj, threads=threads, weights=weights)
     hidden, cb0 = inputs(cp.n_embd_in, cp.cb0_vocab, frames)
     for f in range(2):
         cp.predict(hidden[f], int(cb0[f]))
-    times = []
+    times, codes = [], []
     for f in range(frames):
         t0 = time.perf_counter()
-        cp.predict(hidden[f], int(cb0[f]))
+        codes.append(cp.predict(hidden[f], int(cb0[f]))[0])
         times.append(time.perf_counter() - t0)
     cp.close()
-    return 1000 * float(np.median(times))
+    return 1000 * float(np.median(times)), np.array(codes)
 
 
 def ref_worker(ck: str, threads: int, frames: int):
@@ -97,14 +99,18 @@ def main():
     ck = checkpoint(a.preset)
     mm = stage_mmproj(ck, a.preset, "cp")
     rows = []
+    f32_codes = None
     for t in a.threads:
         ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))
         for w in a.weights:
-            ms = bench_native(mm, w, t, a.frames)
+            ms, codes = bench_native(mm, w, t, a.frames)
+            if w == "f32":
+                f32_codes = codes
             rows.append((t, w, ms, ref))
             ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"
-            print(f"threads {t}  {w:5s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   speedup {ratio}",
-                  flush=True)
+            same = f"   codes = f32: {100 * (codes == f32_codes).mean():6.2f}%" if f32_codes is not None else ""
+            print(f"threads {t}  {w:5s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   "
+                  f"speedup {ratio}{same}", flush=True)
     return rows
 
 

@@ -8,7 +8,10 @@
 // One ggml graph per step shape (15 of them) is built at load time, each with its own small
 // activation buffer (ggml_gallocr), and replayed every frame; the host only copies one input
 // row in and reads 2048 logits out between steps (sampling needs the host anyway). Weights and
-// the KV cache live in one CPU backend buffer owned by the handle.
+// the KV cache live in CPU backend buffers owned by the handle; the decoder layers' quantized
+// matrices go to ggml's CPU_REPACK buffer where its kernels take them (Q4_0 on AVX2, Q4_0/Q8_0
+// on ARM dotprod/i8mm): rows interleaved so one pass of the matrix-vector product reads several
+// rows at once, which is what this bandwidth-bound stage needs.
 #include "kazetts/code_predictor.h"
 
 #include "common_internal.h"
@@ -80,8 +83,8 @@ struct kz_code_predictor {
     float rope_theta = 1e6f, eps = 1e-6f;
     bool has_proj = false;
 
-    ggml_context *wctx = nullptr;
-    ggml_backend_buffer_t wbuf = nullptr;
+    ggml_context *wctx = nullptr, *rctx = nullptr;      // plain weights + KV cache; repacked matrices
+    ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
     std::vector<Layer> layers;
     ggml_tensor *head = nullptr, *output_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr;
     HostTable embd, out_embd;
@@ -101,7 +104,9 @@ struct kz_code_predictor {
         }
         if (pool) ggml_threadpool_free(pool);
         if (wbuf) ggml_backend_buffer_free(wbuf);
+        if (rbuf) ggml_backend_buffer_free(rbuf);
         if (wctx) ggml_free(wctx);
+        if (rctx) ggml_free(rctx);
     }
 };
 
@@ -213,9 +218,33 @@ struct PendingTensor {
     int64_t id;
 };
 
+// ggml's CPU_REPACK buffer type, when this ggml has one
+ggml_backend_buffer_type_t repack_buffer_type() {
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get = (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    if (!get) return nullptr;
+    for (ggml_backend_buffer_type_t *b = get(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b)
+        if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
+    return nullptr;
+}
+
+// Whether the CPU backend computes w x (x: one F32 column) with w in `buft`: asked the way
+// llama.cpp asks it, with a probe op whose weight sits in an empty buffer of that type.
+bool takes_weight(ggml_backend_buffer_type_t buft, ggml_type type, int64_t ne0, int64_t ne1) {
+    ggml_init_params ip{ggml_tensor_overhead() * 4, nullptr, true};
+    std::unique_ptr<ggml_context, void (*)(ggml_context *)> ctx(ggml_init(ip), ggml_free);
+    std::unique_ptr<ggml_backend_buffer, void (*)(ggml_backend_buffer_t)> buf(ggml_backend_buft_alloc_buffer(buft, 0),
+                                                                              ggml_backend_buffer_free);
+    if (!ctx || !buf) return false;
+    ggml_tensor *w = ggml_new_tensor_2d(ctx.get(), type, ne0, ne1);
+    w->buffer = buf.get();
+    ggml_tensor *op = ggml_mul_mat(ctx.get(), w, ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, ne0));
+    return ggml_backend_dev_supports_op(ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0), op);
+}
+
 class Loader {
   public:
-    Loader(kz_code_predictor &m, GgufFile &gf, int wt) : m_(m), gf_(gf), wt_(wt) {}
+    Loader(kz_code_predictor &m, GgufFile &gf, int wt) : m_(m), gf_(gf), wt_(wt), repack_(repack_buffer_type()) {}
 
     void run() {
         hparams();
@@ -229,6 +258,7 @@ class Loader {
     kz_code_predictor &m_;
     GgufFile &gf_;
     int wt_;
+    ggml_backend_buffer_type_t repack_;  // null: no repacking
     std::vector<PendingTensor> pending_;
 
     void hparams() {
@@ -329,11 +359,13 @@ class Loader {
         return t;
     }
 
-    ggml_tensor *add(const std::string &name, bool matrix) {
+    // a weight; `layer_matrix`: a decoder layer's 2-D matrix, which may be repacked
+    ggml_tensor *add(const std::string &name, bool matrix, bool layer_matrix = false) {
         int64_t id = find(gf_, name);
         const int64_t *ne = ne_of(gf_, id);
         ggml_type t = matrix ? matrix_type(name, id) : GGML_TYPE_F32;
-        ggml_tensor *x = ggml_new_tensor(m_.wctx, t, ggml_n_dims_safe(ne), ne);
+        ggml_context *ctx = layer_matrix && repack_ && takes_weight(repack_, t, ne[0], ne[1]) ? m_.rctx : m_.wctx;
+        ggml_tensor *x = ggml_new_tensor(ctx, t, ggml_n_dims_safe(ne), ne);
         ggml_set_name(x, name.c_str());
         pending_.push_back({x, id});
         return x;
@@ -349,7 +381,8 @@ class Loader {
         const size_t n_tensors = 8 + 13 * (size_t)m_.n_layer;
         ggml_init_params ip{ggml_tensor_overhead() * n_tensors, nullptr, true};
         m_.wctx = ggml_init(ip);
-        if (!m_.wctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+        m_.rctx = ggml_init(ip);
+        if (!m_.wctx || !m_.rctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
         m_.head = add(std::string(P) + "head.weight", true);
         m_.output_norm = add(std::string(P) + "output_norm.weight", false);
         if (m_.has_proj) {
@@ -361,34 +394,40 @@ class Loader {
             Layer &L = m_.layers[i];
             std::string b = std::string(P) + "blk." + std::to_string(i) + ".";
             L.ln1 = add(b + "ln1.weight", false);
-            L.wq = add(b + "attn_q.weight", true);
+            L.wq = add(b + "attn_q.weight", true, true);
             L.q_norm = add(b + "attn_q_norm.weight", false);
-            L.wk = add(b + "attn_k.weight", true);
+            L.wk = add(b + "attn_k.weight", true, true);
             L.k_norm = add(b + "attn_k_norm.weight", false);
-            L.wv = add(b + "attn_v.weight", true);
-            L.wo = add(b + "attn_out.weight", true);
+            L.wv = add(b + "attn_v.weight", true, true);
+            L.wo = add(b + "attn_out.weight", true, true);
             L.ln2 = add(b + "ln2.weight", false);
-            L.gate = add(b + "ffn_gate.weight", true);
-            L.up = add(b + "ffn_up.weight", true);
-            L.down = add(b + "ffn_down.weight", true);
+            L.gate = add(b + "ffn_gate.weight", true, true);
+            L.up = add(b + "ffn_up.weight", true, true);
+            L.down = add(b + "ffn_down.weight", true, true);
             L.k_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
             L.v_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
         }
         m_.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(m_.wctx, ggml_backend_cpu_buffer_type());
         if (!m_.wbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the code predictor weights");
         ggml_backend_buffer_clear(m_.wbuf, 0);
+        if (ggml_get_first_tensor(m_.rctx)) {
+            m_.rbuf = ggml_backend_alloc_ctx_tensors_from_buft(m_.rctx, repack_);
+            if (!m_.rbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the repacked code predictor weights");
+        }
     }
 
-    // Reads every pending tensor, converting to its kept type in row chunks.
+    // Reads every pending tensor, converting to its kept type in row chunks; whole tensors are
+    // handed to their buffer at once (a repacking buffer rearranges them as they come in).
     void fill() {
         std::vector<float> f32;
+        std::vector<uint8_t> kept;
         for (const auto &p : pending_) {
             ggml_type src_t = gguf_get_tensor_type(gf_.g, p.id);
             std::vector<uint8_t> raw = read_raw(gf_, p.id);
             ggml_tensor *t = p.t;
             if (src_t == t->type) {
                 if (raw.size() != ggml_nbytes(t)) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(t));
-                std::memcpy(t->data, raw.data(), raw.size());
+                ggml_backend_tensor_set(t, raw.data(), 0, raw.size());
                 continue;
             }
             const int64_t ne0 = t->ne[0];
@@ -396,6 +435,7 @@ class Loader {
             const size_t src_row = ggml_row_size(src_t, ne0), dst_row = ggml_row_size(t->type, ne0);
             const int64_t chunk = std::max<int64_t>(1, (1 << 20) / ne0);
             f32.resize((size_t)(chunk * ne0));
+            kept.resize(ggml_nbytes(t));
             for (int64_t r = 0; r < rows; r += chunk) {
                 int64_t nr = std::min(chunk, rows - r);
                 const uint8_t *src = raw.data() + (size_t)r * src_row;
@@ -404,13 +444,14 @@ class Loader {
                 } else {
                     ggml_get_type_traits(src_t)->to_float(src, f32.data(), nr * ne0);
                 }
-                uint8_t *dst = (uint8_t *)t->data + (size_t)r * dst_row;
+                uint8_t *dst = kept.data() + (size_t)r * dst_row;
                 if (t->type == GGML_TYPE_F32) {
                     std::memcpy(dst, f32.data(), (size_t)(nr * ne0) * sizeof(float));
                 } else {
                     ggml_quantize_chunk(t->type, f32.data(), dst, 0, nr, ne0, nullptr);
                 }
             }
+            ggml_backend_tensor_set(t, kept.data(), 0, kept.size());
         }
     }
 
