@@ -24,6 +24,12 @@ from .talker_file import TalkerFile
 POSITION_STREAMS = 4
 
 
+def _extra_buffers_are_safe() -> bool:
+    """False when llama-cpp-python's ggml CPU backend sees AMX here (or cannot be asked)."""
+    libs = sorted(pathlib.Path(llama_cpp.__file__).parent.joinpath("lib").glob("libggml-cpu.*"))
+    return bool(libs) and not ctypes.CDLL(str(libs[0])).ggml_cpu_has_amx_int8()
+
+
 @llama_cpp.llama_log_callback
 def _quiet_log(level, text, user_data):  # llama.cpp logs to stderr by default; kazetts keeps quiet
     return None
@@ -43,9 +49,10 @@ class Talker:
         llama_cpp.llama_backend_init()
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0
-        # llama.cpp's extra CPU buffer types (AMX repacking on recent Xeons) crash in
-        # ggml_backend_amx_mul_mat on this model's Q8_0 weights; plain CPU buffers are exact.
-        model_params.use_extra_bufts = False
+        # llama.cpp's extra CPU buffer types repack weights for faster kernels (ARM dotprod/i8mm,
+        # AVX2 Q4_0), but on CPUs with AMX (recent Xeons) they crash in ggml_backend_amx_mul_mat
+        # on this model's Q8_0 weights: there, plain CPU buffers.
+        model_params.use_extra_bufts = _extra_buffers_are_safe()
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise ValueError(f"llama.cpp could not load {self.file.path}")
