@@ -20,7 +20,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=2, help="CPU threads per stage (default 2)")
 
 
-def _engine(args: argparse.Namespace, codec_weights: str = "f32"):
+def _engine(args: argparse.Namespace, codec_weights: str = "f16"):
     from .tts import TTS
     from .validate import find_model_files
 

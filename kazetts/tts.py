@@ -58,7 +58,7 @@ class Result:
 class TTS:
     """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts)."""
 
-    def __init__(self, talker: str, mmproj: str, threads: int = 2, codec_weights: str = "f32",
+    def __init__(self, talker: str, mmproj: str, threads: int = 2, codec_weights: str = "f16",
                  n_ctx: int = 2048):
         self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
         self.code_predictor = CodePredictor(mmproj, threads=threads)
@@ -102,10 +102,13 @@ class TTS:
 
     def stream(self, text: str, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
                speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
-               seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 1,
+               seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
                timings: dict | None = None, codes_out: list | None = None,
                stopped_by: list | None = None) -> Iterator[AudioChunk]:
-        """Yields audio as frames are decoded (every `chunk_frames` frames)."""
+        """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
+        as early as it can), then every `chunk_frames` frames (the codec runs faster on several)."""
+        if chunk_frames < 1:
+            raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
         timings = timings if timings is not None else {}
         rng = None if greedy else np.random.default_rng(seed)
@@ -119,7 +122,7 @@ class TTS:
             trace = TalkerTrace(record=False)
             pending: list[np.ndarray] = []
             frames = talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings)
-            for codes in _batched(frames, chunk_frames):
+            for codes in _batched(frames, 1, chunk_frames):
                 clock = time.perf_counter()
                 audio = self.codec.stream(np.stack(codes))
                 timings["codec"] = timings.get("codec", 0.0) + time.perf_counter() - clock
@@ -161,13 +164,15 @@ class TTS:
                       np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32), summary, stopped)
 
 
-def _batched(frames: Iterator[np.ndarray], size: int) -> Iterator[list[np.ndarray]]:
+def _batched(frames: Iterator[np.ndarray], first: int, size: int) -> Iterator[list[np.ndarray]]:
+    """Frames in lists of `first`, then of `size` (the last may be shorter)."""
     batch: list[np.ndarray] = []
+    want = first
     for codes in frames:
         batch.append(codes)
-        if len(batch) == size:
+        if len(batch) == want:
             yield batch
-            batch = []
+            batch, want = [], size
     if batch:
         yield batch
 

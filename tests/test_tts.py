@@ -50,6 +50,19 @@ def test_greedy_end_to_end_matches_reference(name, engines):
     assert wave_diff <= 1e-4
 
 
+def test_stream_sends_the_first_frame_alone_then_chunks(engines):
+    """First audio after one frame (time to first audio), then `chunk_frames` frames per push;
+    the codec streams exactly, so the chunking changes no sample."""
+    tts = engines()
+    case = goldens.CASES_BY_NAME["long_window"]  # greedy: 119 frames before end-of-speech
+    options = {"speaker": case.speaker, "language": case.language, "greedy": True, "max_frames": 11}
+    chunks = list(tts.stream(case.text, chunk_frames=4, **options))
+    assert [c.frames for c in chunks] == [1, 5, 9, 11]
+    assert np.array_equal(np.concatenate([c.audio for c in chunks]), tts.synthesize(case.text, **options).audio)
+    with pytest.raises(ValueError, match="chunk_frames"):
+        next(tts.stream(case.text, speaker=case.speaker, chunk_frames=0))
+
+
 def test_stream_concatenated_equals_synthesize_when_sampling(engines):
     tts = engines()
     text = "Bonjour ! Le 14 juillet 1789, à Paris."
