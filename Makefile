@@ -91,3 +91,5 @@ asan: setup
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)
+
+-include mk/*.mk

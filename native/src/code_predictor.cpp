@@ -356,6 +356,9 @@ class Loader {
         if (ggml_blck_size(t) > 1 && ne0 % ggml_blck_size(t) != 0) t = GGML_TYPE_F32;
         bool down = name.size() >= 16 && name.compare(name.size() - 16, 16, "ffn_down.weight") == 0;
         if (down && (t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)) t = GGML_TYPE_F32;  // F16 overflow trap
+        // ARM with half-precision arithmetic: ggml sums F16 products in F16, which flips greedy
+        // codes against the reference (and could overflow); there F16 weights are kept in F32
+        if (t == GGML_TYPE_F16 && ggml_cpu_has_fp16_va()) t = GGML_TYPE_F32;
         return t;
     }
 

@@ -1,0 +1,6 @@
+# aarch64 (Android-class CPU) golden tests from an x86-64 Debian host: cross build of ggml +
+# llama + native/, golden_check under qemu-aarch64 (see scripts/aarch64_goldens.sh).
+.PHONY: aarch64-test
+
+aarch64-test: setup llama-src
+	LLAMA_SRC=$(LLAMA_SRC) VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_goldens.sh

@@ -1,0 +1,46 @@
+// Shared pieces of golden_check: one golden case, the pass/fail ledger, the figures.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "npy.h"
+
+// One golden case as scripts/aarch64_prepare.py describes it (a "key value" line each):
+// name, golden (dumps/<case>), talker and mmproj (F32 GGUF files), codec_eos, stops_at_eos,
+// expected (directory of host-computed expectations) and, for the long case only,
+// mmproj_f16 / mmproj_q8_0 (the same model converted to those types).
+struct GoldenCase {
+    std::map<std::string, std::string> values;
+    int threads = 2;  // of the code predictor and the talker (2, as the Python tests)
+
+    static GoldenCase read(const std::string &path);
+    const std::string &get(const std::string &key) const;
+    bool has(const std::string &key) const { return values.count(key) != 0; }
+    // The long case also gets the quantized code predictor and the codec streaming checks.
+    bool long_checks() const { return has("mmproj_q8_0"); }
+    NpyArray golden(const std::string &array) const { return load_npy(get("golden") + "/" + array + ".npy"); }
+};
+
+// Counts failed gates; every gate prints its figures, passed or not.
+struct Report {
+    int checks = 0;
+    int failures = 0;
+    void gate(const std::string &what, bool ok, const std::string &figures);
+    void info(const std::string &what, const std::string &figures);  // a figure with no gate
+};
+
+double max_abs_diff(const float *a, const float *b, size_t n);  // NaN if any difference is NaN
+double cosine(const float *a, const float *b, size_t n);
+double correlation(const float *a, const float *b, size_t n);
+// Top-1 minus top-2 value: how close an argmax was to flipping.
+double top2_margin(const float *x, size_t n);
+// First index of the largest value (torch and numpy argmax on ties).
+size_t argmax(const float *x, size_t n);
+std::string fmt(const char *format, ...);
+
+void check_code_predictor(const GoldenCase &c, Report &report);
+void check_codec(const GoldenCase &c, Report &report);
+void check_talker(const GoldenCase &c, Report &report);

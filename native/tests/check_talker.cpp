@@ -1,0 +1,126 @@
+// The talker through llama.cpp (llama.h), teacher-forced with the golden inputs, as
+// tests/test_talker.py gates it: greedy CB0 after the reference's logits processors, the
+// hidden state and the raw codec logits of every call.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include "check.h"
+#include "llama.h"
+
+namespace {
+
+const double COSINE_GATE = 0.99999;
+const int POSITION_STREAMS = 4;     // IMROPE: 4 position values per token, section-major
+const int SUPPRESSED_SPECIALS = 1024;  // the last ids of the codec vocabulary, except EOS
+const int MIN_NEW_TOKENS = 2;
+const float REPETITION_PENALTY = 1.05f;
+
+struct ModelDeleter {
+    void operator()(llama_model *m) const { llama_model_free(m); }
+};
+struct ContextDeleter {
+    void operator()(llama_context *c) const { llama_free(c); }
+};
+
+void quiet_log(ggml_log_level, const char *, void *) {}
+
+// A loaded talker as kazetts/talker.py sets it up: plain CPU buffers, embeddings out, 1024
+// positions, prefill chunks of 64.
+struct Talker {
+    std::unique_ptr<llama_model, ModelDeleter> model;
+    std::unique_ptr<llama_context, ContextDeleter> ctx;
+    int n_embd = 0, n_vocab = 0, n_batch = 64, position = 0;
+
+    Talker(const std::string &path, int threads) {
+        llama_model_params mp = llama_model_default_params();
+        mp.n_gpu_layers = 0;
+        mp.use_extra_bufts = false;
+        model.reset(llama_model_load_from_file(path.c_str(), mp));
+        if (!model) throw std::runtime_error("llama.cpp could not load " + path);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 1024;
+        cp.n_batch = cp.n_ubatch = uint32_t(n_batch);
+        cp.n_threads = cp.n_threads_batch = threads;
+        cp.embeddings = true;
+        cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
+        cp.no_perf = true;
+        ctx.reset(llama_init_from_model(model.get(), cp));
+        if (!ctx) throw std::runtime_error("llama.cpp could not create a context for " + path);
+        n_embd = llama_model_n_embd(model.get());
+        n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    }
+
+    // Feeds n embeddings; only the last position of the last chunk is an output.
+    void step(const float *embd, int n) {
+        for (int start = 0; start < n; start += n_batch) decode(embd + size_t(start) * size_t(n_embd), std::min(n_batch, n - start), start + n_batch >= n);
+    }
+
+    const float *hidden() { return llama_get_embeddings_ith(ctx.get(), -1); }
+    const float *logits() { return llama_get_logits_ith(ctx.get(), -1); }
+
+  private:
+    void decode(const float *embd, int n, bool output_last) {
+        std::vector<llama_pos> pos(size_t(n) * POSITION_STREAMS);
+        for (int j = 0; j < POSITION_STREAMS; ++j)
+            for (int i = 0; i < n; ++i) pos[size_t(j * n + i)] = position + i;
+        std::vector<int32_t> n_seq(size_t(n), 1);
+        llama_seq_id seq0 = 0;
+        std::vector<llama_seq_id *> seq_ids(size_t(n), &seq0);
+        std::vector<int8_t> outputs(size_t(n), 0);
+        outputs.back() = output_last ? 1 : 0;
+        llama_batch batch{n, nullptr, const_cast<float *>(embd), pos.data(), n_seq.data(), seq_ids.data(), outputs.data()};
+        int status = llama_decode(ctx.get(), batch);
+        if (status != 0) throw std::runtime_error(fmt("llama_decode failed with status %d", status));
+        position += n;
+    }
+};
+
+// HF greedy CB0 as kazetts.sampling.TalkerSampler: repetition penalty over the distinct ids
+// generated so far, EOS banned for the first MIN_NEW_TOKENS steps, control ids suppressed.
+int32_t greedy_cb0(const float *raw, int vocab, int eos, const std::set<int32_t> &history) {
+    std::vector<float> s(raw, raw + vocab);
+    for (int32_t id : history) s[size_t(id)] = s[size_t(id)] < 0 ? s[size_t(id)] * REPETITION_PENALTY : s[size_t(id)] / REPETITION_PENALTY;
+    if (int(history.size()) < MIN_NEW_TOKENS) s[size_t(eos)] = -INFINITY;
+    for (int id = vocab - SUPPRESSED_SPECIALS; id < vocab; ++id)
+        if (id != eos) s[size_t(id)] = -INFINITY;
+    return int32_t(argmax(s.data(), size_t(vocab)));
+}
+
+}  // namespace
+
+void check_talker(const GoldenCase &c, Report &report) {
+    llama_log_set(quiet_log, nullptr);
+    NpyArray prompt = c.golden("prompt_embeds"), inputs = c.golden("talker_inputs"), codes = c.golden("codes");
+    NpyArray ref_hidden = c.golden("talker_hidden"), ref_logits = c.golden("talker_logits");
+    const int calls = int(ref_hidden.dim(0)), vocab = int(ref_logits.dim(1)), eos = std::stoi(c.get("codec_eos"));
+    Talker talker(c.get("talker"), c.threads);
+    if (talker.n_embd != ref_hidden.dim(1) || talker.n_vocab < vocab) throw std::runtime_error("talker shape differs from the golden's");
+    std::set<int32_t> history;
+    int identical = 0;
+    bool stopped_at_eos = false;
+    double min_hidden_cos = 1.0, min_logits_cos = 1.0;
+    talker.step(prompt.f32.data(), int(prompt.dim(0)));
+    for (int call = 0; call < calls; ++call) {
+        const float *codec_logits = talker.logits() + (talker.n_vocab - vocab);
+        min_hidden_cos = std::min(min_hidden_cos, cosine(talker.hidden(), &ref_hidden.f32[size_t(call) * size_t(talker.n_embd)], size_t(talker.n_embd)));
+        min_logits_cos = std::min(min_logits_cos, cosine(codec_logits, &ref_logits.f32[size_t(call) * size_t(vocab)], size_t(vocab)));
+        int32_t cb0 = greedy_cb0(codec_logits, vocab, eos, history);
+        history.insert(cb0);
+        if (call == calls - 1) {  // the reference's last call: EOS, or the frame budget ran out
+            stopped_at_eos = cb0 == eos;
+            break;
+        }
+        identical += cb0 == codes.i32[size_t(call) * 16];
+        talker.step(&inputs.f32[size_t(call) * size_t(talker.n_embd)], 1);
+    }
+    const std::string name = c.get("name");
+    const bool want_eos = c.get("stops_at_eos") == "1";
+    report.gate(name + " talker CB0", identical == codes.dim(0) && stopped_at_eos == want_eos,
+                fmt("%d/%lld frames identical; last call %s EOS (reference: %s)", identical, (long long)codes.dim(0),
+                    stopped_at_eos ? "picks" : "does not pick", want_eos ? "EOS" : "frame budget"));
+    report.gate(name + " talker hidden and logits", min_hidden_cos >= COSINE_GATE && min_logits_cos >= COSINE_GATE,
+                fmt("%d calls: min cosine hidden %.7f, logits %.7f", calls, min_hidden_cos, min_logits_cos));
+}

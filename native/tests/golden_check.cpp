@@ -1,0 +1,64 @@
+// golden_check [--threads N] CASE_FILE...: the native golden tests without Python, for builds that run
+// where the Python runtime does not (cross builds under qemu-aarch64, devices). Each case file
+// comes from scripts/aarch64_prepare.py. Prints one line per gate; exits 1 if any gate fails.
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "check.h"
+#include "ggml-cpu.h"
+
+namespace {
+
+// Which kernels ggml's CPU backend was compiled with. A cross build has one CPU variant (no
+// run-time dispatch), so on aarch64 these are the paths that ran; NEON, dotprod and F16
+// vector arithmetic are what an Android-class build must have.
+void check_cpu_features(Report &report) {
+#if defined(__aarch64__)
+    report.gate("ggml ARM kernels", ggml_cpu_has_neon() && ggml_cpu_has_dotprod() && ggml_cpu_has_fp16_va(),
+                fmt("NEON %d, dotprod %d, fp16 vector arithmetic %d (i8mm %d, SVE %d)", ggml_cpu_has_neon(),
+                    ggml_cpu_has_dotprod(), ggml_cpu_has_fp16_va(), ggml_cpu_has_matmul_int8(), ggml_cpu_has_sve()));
+#else
+    report.info("ggml CPU kernels", fmt("not aarch64: AVX2 %d, F16C %d, FMA %d", ggml_cpu_has_avx2(), ggml_cpu_has_f16c(),
+                                        ggml_cpu_has_fma()));
+#endif
+}
+
+// Runs one stage's checks and prints its wall time (qemu makes it worth knowing).
+void timed(const char *stage, void (*check)(const GoldenCase &, Report &), const GoldenCase &c, Report &report) {
+    auto start = std::chrono::steady_clock::now();
+    check(c, report);
+    std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+    std::printf("TIME %s %s: %.1f s\n", c.get("name").c_str(), stage, s.count());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int first = 1, threads = 2;
+    if (argc > 2 && std::string(argv[1]) == "--threads") {
+        threads = std::atoi(argv[2]);
+        first = 3;
+    }
+    if (first >= argc || threads < 1) {
+        std::fprintf(stderr, "usage: %s [--threads N] CASE_FILE...\n", argv[0]);
+        return 2;
+    }
+    Report report;
+    check_cpu_features(report);
+    for (int i = first; i < argc; ++i) {
+        try {
+            GoldenCase c = GoldenCase::read(argv[i]);
+            c.threads = threads;
+            timed("code predictor", check_code_predictor, c, report);
+            timed("codec", check_codec, c, report);
+            timed("talker", check_talker, c, report);
+        } catch (const std::exception &e) {
+            report.gate(argv[i], false, std::string("error: ") + e.what());
+        }
+    }
+    std::printf("%d/%d gates passed\n", report.checks - report.failures, report.checks);
+    return report.failures == 0 ? 0 : 1;
+}

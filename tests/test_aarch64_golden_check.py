@@ -1,0 +1,61 @@
+"""native/tests/golden_check (what `make aarch64-test` runs under qemu) built for this host:
+it passes on an intact golden case and its gates fail on a corrupted copy of the same case."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from conftest import DUMPS, REPO, run_script
+
+CASE = "cv_english_stream"
+LLAMA_SRC = (pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts"))
+             / "src" / f"llama_cpp_python-{llama_cpp.__version__}" / "vendor" / "llama.cpp")
+
+
+@pytest.fixture(scope="module")
+def golden_check(tmp_path_factory) -> pathlib.Path:
+    if not (LLAMA_SRC / "include" / "llama.h").exists():
+        pytest.skip(f"llama.cpp sources missing ({LLAMA_SRC}): run `make llama-src`")
+    build = tmp_path_factory.mktemp("golden-check-build")
+    lib_dir = pathlib.Path(llama_cpp.__file__).parent / "lib"
+    subprocess.run(["cmake", "-S", REPO / "native", "-B", build, "-DKAZETTS_GOLDEN_CHECK=ON",
+                    f"-DGGML_INCLUDE_DIR={LLAMA_SRC / 'ggml' / 'include'}", f"-DLLAMA_INCLUDE_DIR={LLAMA_SRC / 'include'}",
+                    f"-DGGML_LIB_DIR={lib_dir}"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", build, "-j2"], check=True, capture_output=True)
+    return build / "tests" / "golden_check"
+
+
+def _corrupt(case_dir: pathlib.Path) -> None:
+    """One small error per stage, each past its gate."""
+    codes = np.load(case_dir / "codes.npy")
+    codes[2, 7] = (codes[2, 7] + 1) % 2048  # a code predictor code: its codes, its embedding sum, the codec
+    np.save(case_dir / "codes.npy", codes)
+    hidden = np.load(case_dir / "talker_hidden.npy")
+    hidden[5] = -hidden[5]
+    np.save(case_dir / "talker_hidden.npy", hidden)
+
+
+def test_passes_on_goldens_and_fails_on_corrupted_ones(golden_check, tmp_path):
+    dumps = tmp_path / "dumps"
+    shutil.copytree(DUMPS / CASE, dumps / "intact")
+    shutil.copytree(DUMPS / CASE, dumps / "corrupted")
+    _corrupt(dumps / "corrupted")
+    prepared = run_script(sys.executable, "aarch64_prepare.py", tmp_path / "out", dumps)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    run = subprocess.run([golden_check, *prepared.stdout.split()], capture_output=True, text=True, timeout=600)
+    print(run.stdout)
+    lines = run.stdout.splitlines()
+    intact = [line for line in lines if line.startswith(("PASS intact", "FAIL intact"))]
+    failed = {line.split(":")[0] for line in lines if line.startswith("FAIL corrupted")}
+    assert len(intact) == 7 and all(line.startswith("PASS") for line in intact)
+    assert failed == {"FAIL corrupted code predictor codes", "FAIL corrupted code predictor embedding sum",
+                      "FAIL corrupted codec f32", "FAIL corrupted codec f16", "FAIL corrupted talker hidden and logits"}
+    assert run.returncode == 1
