@@ -14,7 +14,7 @@ PYTHON      ?= python3
 VENV        := .venv
 VENV_REF    := .venv-ref
 LLAMA_CPP_VERSION := 0.3.36
-CPU_KEY     := $(shell (uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-12)
+CPU_KEY     := $(shell (uname -m; grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-12)
 WHEEL_CACHE ?= $(HOME)/.cache/kazetts/wheels-$(CPU_KEY)
 PIP_FLAGS   ?= -q
 
