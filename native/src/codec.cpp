@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -162,10 +163,11 @@ struct Loader {
     }
 };
 
-// A weight to create: its final shape/type and a host fill.
+// A weight to create: its final shape/type, and how to read its values (in its final layout)
+// once the buffer exists: one tensor is staged in F32 at a time, never the whole model.
 struct Pending {
     ggml_tensor *dst;
-    std::vector<float> data;
+    std::function<std::vector<float>()> read;
 };
 
 struct Builder {
@@ -174,16 +176,15 @@ struct Builder {
     ggml_type fast;  // type of the conv / linear weights (F32 on the reference path)
     std::vector<Pending> pending;
 
-    ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne, std::vector<float> data) {
+    ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne, std::function<std::vector<float>()> read) {
         ggml_tensor *t = nullptr;
         switch (ne.size()) {
             case 1: t = ggml_new_tensor_1d(m.ctx, type, ne[0]); break;
             case 2: t = ggml_new_tensor_2d(m.ctx, type, ne[0], ne[1]); break;
             default: t = ggml_new_tensor_3d(m.ctx, type, ne[0], ne[1], ne[2]); break;
         }
-        if ((int64_t)data.size() != ggml_nelements(t)) throw Error(KZ_ERR_FORMAT, "size mismatch for " + name);
         ggml_set_name(t, name.c_str());
-        pending.push_back({t, std::move(data)});
+        pending.push_back({t, std::move(read)});
         return t;
     }
     static void expect(const ggml_tensor *t, std::vector<int64_t> ne) {
@@ -198,7 +199,7 @@ struct Builder {
     ggml_tensor *plain(const std::string &name, std::vector<int64_t> ne, ggml_type type = GGML_TYPE_F32) {
         ggml_tensor *s = L.src(name);
         expect(s, ne);
-        return make(name, type, ne, L.read(s));
+        return make(name, type, ne, [this, s] { return L.read(s); });
     }
     // a linear weight, in the fast type
     ggml_tensor *linear(const std::string &name, std::vector<int64_t> ne) { return plain(name, ne, fast); }
@@ -214,12 +215,14 @@ struct Builder {
         c.cin = (int)s->ne[1];
         c.cout = (int)s->ne[2];
         c.dil = dil;
-        std::vector<float> w = L.read(s), p(w.size());
-        for (int o = 0; o < c.cout; o++)
-            for (int ci = 0; ci < c.cin; ci++)
-                for (int j = 0; j < c.k; j++)
-                    p[ci + (size_t)c.cin * (j + (size_t)c.k * o)] = w[j + (size_t)c.k * (ci + (size_t)c.cin * o)];
-        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, std::move(p));
+        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, [this, s, c] {
+            std::vector<float> w = L.read(s), p(w.size());
+            for (int o = 0; o < c.cout; o++)
+                for (int ci = 0; ci < c.cin; ci++)
+                    for (int j = 0; j < c.k; j++)
+                        p[ci + (size_t)c.cin * (j + (size_t)c.k * o)] = w[j + (size_t)c.k * (ci + (size_t)c.cin * o)];
+            return p;
+        });
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -232,12 +235,14 @@ struct Builder {
         c.cin = (int)s->ne[2];
         c.s = stride;
         if (c.k != c.s && c.k != 2 * c.s) throw Error(KZ_ERR_FORMAT, name + ": ConvTranspose kernel must be stride or 2*stride");
-        std::vector<float> w = L.read(s), p(w.size());
-        for (int ci = 0; ci < c.cin; ci++)
-            for (int co = 0; co < c.cout; co++)
-                for (int j = 0; j < c.k; j++)
-                    p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
-        c.w = make(name + ".weight", fast, {c.cin, (int64_t)c.k * c.cout}, std::move(p));
+        c.w = make(name + ".weight", fast, {c.cin, (int64_t)c.k * c.cout}, [this, s, c] {
+            std::vector<float> w = L.read(s), p(w.size());
+            for (int ci = 0; ci < c.cin; ci++)
+                for (int co = 0; co < c.cout; co++)
+                    for (int j = 0; j < c.k; j++)
+                        p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
+            return p;
+        });
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -299,7 +304,8 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     Builder B{m, L, fast, {}};
 
     m.cb_first = B.plain(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
-    m.cb_rest = B.make(W + "quant.rest.codebook.weight", GGML_TYPE_F32, {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)}, L.read(cbr));
+    m.cb_rest = B.make(W + "quant.rest.codebook.weight", GGML_TYPE_F32, {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)},
+                        [&L, cbr] { return L.read(cbr); });
     m.out_first = B.plain(W + "quant.first.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.out_rest = B.plain(W + "quant.rest.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.pre_conv = B.conv(W + "pre_conv", 1, fast);
@@ -340,10 +346,13 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         ggml_tensor *dw = L.src(p + "dwconv.weight");
         u.dw_k = (int)dw->ne[0];
         Builder::expect(dw, {u.dw_k, 1, C});
-        std::vector<float> w = L.read(dw), t(w.size());
-        for (int64_t c = 0; c < C; c++)
-            for (int j = 0; j < u.dw_k; j++) t[c + C * j] = w[j + (size_t)u.dw_k * c];
-        u.dw_w = B.make(p + "dwconv.weight", GGML_TYPE_F32, {C, u.dw_k}, std::move(t));
+        const int dw_k = u.dw_k;
+        u.dw_w = B.make(p + "dwconv.weight", GGML_TYPE_F32, {C, dw_k}, [&L, dw, C, dw_k] {
+            std::vector<float> w = L.read(dw), t(w.size());
+            for (int64_t c = 0; c < C; c++)
+                for (int j = 0; j < dw_k; j++) t[c + C * j] = w[j + (size_t)dw_k * c];
+            return t;
+        });
         u.dw_b = B.vec(p + "dwconv.bias", C);
         u.norm_w = B.vec(p + "norm.weight", C);
         u.norm_b = B.vec(p + "norm.bias", C);
@@ -389,14 +398,15 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec weights");
     std::vector<uint8_t> packed;
     for (Pending &p : B.pending) {
+        const std::vector<float> data = p.read();
+        if ((int64_t)data.size() != ggml_nelements(p.dst)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
         if (p.dst->type == GGML_TYPE_F32) {
-            ggml_backend_tensor_set(p.dst, p.data.data(), 0, ggml_nbytes(p.dst));
+            ggml_backend_tensor_set(p.dst, data.data(), 0, ggml_nbytes(p.dst));
         } else {
             packed.resize(ggml_nbytes(p.dst));
-            ggml_quantize_chunk(p.dst->type, p.data.data(), packed.data(), 0, ggml_nrows(p.dst), p.dst->ne[0], nullptr);
+            ggml_quantize_chunk(p.dst->type, data.data(), packed.data(), 0, ggml_nrows(p.dst), p.dst->ne[0], nullptr);
             ggml_backend_tensor_set(p.dst, packed.data(), 0, packed.size());
         }
-        std::vector<float>().swap(p.data);
     }
 }
 
