@@ -24,7 +24,7 @@ from .talker_file import TalkerFile
 POSITION_STREAMS = 4
 
 
-def _extra_buffers_are_safe() -> bool:
+def extra_buffers_are_safe() -> bool:
     """False when llama-cpp-python's ggml CPU backend sees AMX here (or cannot be asked)."""
     libs = sorted(pathlib.Path(llama_cpp.__file__).parent.joinpath("lib").glob("libggml-cpu.*"))
     return bool(libs) and not ctypes.CDLL(str(libs[0])).ggml_cpu_has_amx_int8()
@@ -52,7 +52,7 @@ class Talker:
         # llama.cpp's extra CPU buffer types repack weights for faster kernels (ARM dotprod/i8mm,
         # AVX2 Q4_0), but on CPUs with AMX (recent Xeons) they crash in ggml_backend_amx_mul_mat
         # on this model's Q8_0 weights: there, plain CPU buffers.
-        model_params.use_extra_bufts = _extra_buffers_are_safe()
+        model_params.use_extra_bufts = extra_buffers_are_safe()
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise ValueError(f"llama.cpp could not load {self.file.path}")

@@ -51,8 +51,8 @@ def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predic
     frames exist. The frame whose CB0 is end-of-speech is not a frame.
 
     `trace` (optional) records codes, hidden states and logits; `timings` (optional) accumulates
-    seconds under "talker" and "code_predictor". Raises ValueError before any compute when the
-    prompt and the frames cannot fit the talker's context."""
+    seconds under "talker" (prefill included), "prefill" and "code_predictor". Raises ValueError
+    before any compute when the prompt and the frames cannot fit the talker's context."""
     needed = len(prompt.prefill) + max_frames
     if needed > talker.n_ctx:
         raise ValueError(f"text too long: {len(prompt.prefill)} prompt positions + {max_frames} frames exceed "
@@ -63,6 +63,7 @@ def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predic
     sampler.reset()
     clock = time.perf_counter()
     hidden, logits = talker.step(prompt.prefill)
+    timings["prefill"] = timings.get("prefill", 0.0) + time.perf_counter() - clock
     for frame in range(max_frames + 1):
         now = time.perf_counter()
         timings["talker"] = timings.get("talker", 0.0) + now - clock

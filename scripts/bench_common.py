@@ -1,10 +1,15 @@
-"""Shared by the stage benchmarks: cached synthetic checkpoints and single-stage mmproj files."""
+"""Shared by the benchmarks: cached synthetic checkpoints and GGUF files, measured subprocesses."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -12,16 +17,68 @@ CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cac
 REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
 
 
-def checkpoint(preset: str) -> pathlib.Path:
-    """The synthetic custom_voice checkpoint of a preset (seed 0), built once."""
+def checkpoint(preset: str, model_type: str = "custom_voice", seed: int = 0) -> pathlib.Path:
+    """The synthetic checkpoint of a preset, type and seed, built once."""
     from kazetts.synthetic.checkpoint import make_checkpoint
 
-    d = CACHE / f"synthetic-{preset}-custom_voice-0"
+    d = CACHE / f"synthetic-{preset}-{model_type}-{seed}"
     if not (d / ".complete").exists():
         print(f"building synthetic checkpoint {d} ...", flush=True)
-        make_checkpoint(preset, d, "custom_voice", 0)
+        make_checkpoint(preset, d, model_type, seed)
         (d / ".complete").write_text("ok")
     return d
+
+
+def converted(preset: str, out_type: str, model_type: str = "custom_voice", seed: int = 0):
+    """(talker, mmproj) GGUF files of that checkpoint converted to `out_type`, converted once."""
+    from kazetts.convert import convert_checkpoint
+
+    ck = checkpoint(preset, model_type, seed)
+    d = CACHE / f"{ck.name}-gguf-{out_type}"
+    talker, mmproj = d / f"{ck.name}-talker-{out_type}.gguf", d / f"{ck.name}-mmproj-{out_type}.gguf"
+    if not (d / ".complete").exists():
+        print(f"converting {ck.name} to {out_type} in {d} ...", flush=True)
+        made = convert_checkpoint(ck, d, out_type, name=ck.name, verbose=False)
+        assert made == (talker, mmproj), made
+        (d / ".complete").write_text("ok")
+    return talker, mmproj
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (VmHWM), in MB."""
+    for line in open("/proc/self/status", encoding="ascii"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+@dataclass
+class Measured:
+    """One finished subprocess: exit status, output, wall time and its own peak resident memory."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    peak_rss_mb: float
+
+    def result(self) -> dict:
+        """The JSON object a worker prints as its last stdout line."""
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
+    """Runs `cmd` alone in its own process and reads that process's peak RSS from wait4, so
+    engines measured one after the other never share a peak."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO, env={**os.environ, **(env or {})})
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Measured(proc.returncode, out.read(), err.read(), wall, usage.ru_maxrss / 1024)
 
 
 def stage_mmproj(ck: pathlib.Path, preset: str, stage: str) -> pathlib.Path:

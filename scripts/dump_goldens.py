@@ -35,7 +35,7 @@ def _versions() -> dict:
     return {name: importlib.metadata.version(name) for name in names}
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in open("/proc/cpuinfo", encoding="utf-8"):
             if line.startswith("model name"):
@@ -93,7 +93,7 @@ class Recorder:
         return hook
 
 
-def _tokenize(processor, text: str):
+def reference_tokenize(processor, text: str):
     """Token ids [1, N] exactly as Qwen3TTSModel._tokenize_texts makes them."""
     ids = processor(text=text, return_tensors="pt", padding=True)["input_ids"]
     return ids if ids.dim() == 2 else ids.unsqueeze(0)
@@ -115,11 +115,11 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
     plain = AutoTokenizer.from_pretrained(checkpoint)
 
     text = f"<|im_start|>assistant\n{case.text}<|im_end|>\n<|im_start|>assistant\n"
-    text_ids = _tokenize(processor, text)
+    text_ids = reference_tokenize(processor, text)
     arrays: dict[str, np.ndarray] = {"text_ids": text_ids[0].numpy().astype(np.int32)}
     kwargs = {}
     if case.instruct is not None:
-        instruct_ids = _tokenize(processor, f"<|im_start|>user\n{case.instruct}<|im_end|>\n")
+        instruct_ids = reference_tokenize(processor, f"<|im_start|>user\n{case.instruct}<|im_end|>\n")
         kwargs["instruct_ids"] = [instruct_ids]
         arrays["instruct_ids"] = instruct_ids[0].numpy().astype(np.int32)
     if case.xvector_seed is not None:
@@ -166,7 +166,7 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
                      "non_streaming_mode": case.non_streaming, "max_new_tokens": case.max_new_tokens,
                      "repetition_penalty": 1.05, "min_new_tokens": 2, "codec_decode": "decoder.forward (one chunk)"},
         "versions": _versions(),
-        "machine": {"cpu": _cpu_model(), "arch": platform.machine()},
+        "machine": {"cpu": cpu_model(), "arch": platform.machine()},
     }
     goldens.save_case(out_dir / case.name, manifest, arrays)
     return manifest

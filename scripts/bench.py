@@ -1,0 +1,178 @@
+"""kazetts beside the PyTorch reference and llama.cpp's own llama-tts, on the same weights and work.
+
+    make bench          # full run: 0.6b, F16 and Q8_0, threads 1 and 2, appended to docs/benchmarks.md
+    make bench-smoke    # reduced run that keeps the harness working (CI)
+    .venv/bin/python scripts/bench.py --llama-tts PATH [--preset 0.6b] [--frames 64] [--threads 1 2]
+                        [--weights f16 q8_0] [--engines kazetts llama-tts reference] [--report MD] [--chart PNG]
+
+The synthetic Base checkpoint of the preset (llama-tts only loads Base models) is built and
+converted once (cached under ~/.cache/kazetts/models); kazetts and llama-tts read the same GGUF
+files, the reference the checkpoint in float32. Every engine says the same French paragraph in
+the same voice (a fixed synthetic WAV: llama-tts encodes it with its own speaker encoder, the
+reference's encoder gives the x-vector kazetts and the reference use), with the non-streaming
+text prompt llama-tts builds, greedy, end-of-speech forbidden so that each says exactly
+--frames frames, with the same thread count (and OMP_THREAD_LIMIT). Each engine, weight type
+and thread count runs in its own process, whose peak RSS is read from wait4. A failed run is
+a row saying so, and the script exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_llama_tts  # noqa: E402
+import bench_report  # noqa: E402
+from bench_common import CACHE, REF_PYTHON, REPO, checkpoint, converted, run_measured  # noqa: E402
+from dump_goldens import cpu_model  # noqa: E402
+
+TEXT = ("Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent au quai, "
+        "et l'odeur du pain chaud envahit les ruelles.")
+LANGUAGE = "french"
+RUNTIME_PYTHON = REPO / ".venv" / "bin" / "python"
+ENGINES = ["kazetts", "llama-tts", "reference"]
+SPEAKER_RATE, SPEAKER_SECONDS = 24000, 3.0
+
+
+def speaker_wav(path: pathlib.Path) -> pathlib.Path:
+    """A fixed voice-like reference clip: harmonics of a gliding pitch at a syllable rhythm."""
+    import soundfile
+
+    t = np.arange(int(SPEAKER_RATE * SPEAKER_SECONDS)) / SPEAKER_RATE
+    phase = 2 * np.pi * np.cumsum(150 + 30 * np.sin(2 * np.pi * 0.7 * t)) / SPEAKER_RATE
+    voice = sum(np.sin(k * phase) / k for k in range(1, 16))
+    syllables = 0.5 * (1 - np.cos(2 * np.pi * 4 * t))
+    noise = 0.02 * np.random.default_rng(0).standard_normal(len(t))
+    soundfile.write(path, (0.3 * voice / np.abs(voice).max() * syllables + noise).astype(np.float32),
+                    SPEAKER_RATE, subtype="PCM_16")
+    return path
+
+
+def xvector(ck: pathlib.Path, wav: pathlib.Path) -> pathlib.Path:
+    """The reference speaker encoder's x-vector of the clip, computed once per checkpoint and clip."""
+    out = CACHE / f"{ck.name}-xvector-{hashlib.sha256(wav.read_bytes()).hexdigest()[:12]}.npy"
+    if not out.exists():
+        r = run_measured([str(REF_PYTHON), "scripts/bench_reference.py", str(ck), "--speaker-wav", str(wav),
+                          "--save-xvector", str(out)])
+        if r.returncode != 0:
+            sys.exit(f"speaker encoding failed:\n{r.stderr[-3000:]}")
+    return out
+
+
+def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path) -> dict:
+    """One engine, weight type and thread count in its own process -> a row of the table."""
+    row = {"engine": engine, "weights": weights, "threads": threads}
+    work = ["--xvector", str(voice["xvector"]), "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames),
+            "--threads", str(threads)]
+    if engine == "kazetts":
+        cmd = [str(RUNTIME_PYTHON), "scripts/bench_kazetts.py", *map(str, files[weights]), *work,
+               "--codec", a.codec, "--chunk-frames", str(a.chunk_frames)]
+    elif engine == "reference":
+        cmd = [str(REF_PYTHON), "scripts/bench_reference.py", str(files["checkpoint"]), *work]
+    else:
+        wav_out = out / f"llama-tts-{weights}-t{threads}.wav"
+        cmd = bench_llama_tts.command(a.llama_tts, *map(str, files[weights]), TEXT, LANGUAGE, a.frames, threads,
+                                      str(voice["wav"]), files["eos_token"], str(wav_out), files["repack"])
+    r = run_measured(cmd, env={"OMP_THREAD_LIMIT": str(threads)})
+    try:
+        if r.returncode != 0:
+            raise ValueError(f"exit status {r.returncode}")
+        row.update(bench_llama_tts.parse(r.stdout + r.stderr, r.wall_s) if engine == "llama-tts" else r.result())
+        if row["frames"] != a.frames:
+            raise ValueError(f"{row['frames']} frames instead of {a.frames}")
+    except (ValueError, IndexError) as err:  # also: no JSON line, or not JSON
+        row["error"] = str(err)
+        print(f"{bench_report.label(row)} failed ({err}); its output ends with:\n{(r.stdout + r.stderr)[-3000:]}",
+              file=sys.stderr)
+    row["peak_rss_mb"] = r.peak_rss_mb
+    return row
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
+
+
+def machine() -> dict:
+    dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_model(),
+            "cores": os.cpu_count(), "commit": _git("rev-parse", "--short", "HEAD") + dirty}
+
+
+def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: float) -> str:
+    settings = (f"preset `{a.preset}` (synthetic Base, seed {a.seed}), {a.frames} frames "
+                f"({a.frames * 0.08:.2f} s of audio) of a {len(TEXT.split())}-word French paragraph, greedy, "
+                f"end-of-speech forbidden, non-streaming text prompt, x-vector speaker; kazetts codec weights "
+                f"{a.codec}, audio for the first frame then every {a.chunk_frames} frames; reference float32 SDPA")
+    return "\n".join([
+        f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
+        settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
+        bench_report.table(rows), "", bench_report.ratio_table(rows), "", *bench_report.targets(rows), ""])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-tts", help="llama-tts binary (make llama-tts)")
+    ap.add_argument("--preset", default="0.6b")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--frames", type=int, default=64,
+                    help=f"frames per request (below {bench_llama_tts.WAV_WINDOW} llama-tts's codec time is separate)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--weights", nargs="+", default=["f16", "q8_0"], choices=["f32", "f16", "q8_0"],
+                    help="GGUF types for kazetts and llama-tts")
+    ap.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
+    ap.add_argument("--codec", default="f16", help="kazetts codec decoder weights")
+    ap.add_argument("--chunk-frames", type=int, default=4, help="kazetts: frames per audio chunk after the first")
+    ap.add_argument("--out", type=pathlib.Path, default=REPO / "build" / "bench", help="results.json, WAVs")
+    ap.add_argument("--report", type=pathlib.Path, help="markdown file to append the run to")
+    ap.add_argument("--chart", type=pathlib.Path, help="PNG bar chart (drawn in the reference environment)")
+    a = ap.parse_args()
+    if "llama-tts" in a.engines and not (a.llama_tts and pathlib.Path(a.llama_tts).exists()):
+        ap.error("llama-tts not found: build it with `make llama-tts` and pass --llama-tts PATH")
+    a.out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
+
+    from kazetts.talker import extra_buffers_are_safe
+    from kazetts.talker_file import TalkerFile
+
+    files = {w: converted(a.preset, w, "base", a.seed) for w in a.weights}
+    files["checkpoint"] = checkpoint(a.preset, "base", a.seed)
+    first = TalkerFile(files[a.weights[0]][0])
+    files["eos_token"] = first.text_vocab_size + first.voices.codec_eos
+    files["repack"] = extra_buffers_are_safe()  # llama-tts's buffers as kazetts's talker chooses them
+    wav = speaker_wav(a.out / "speaker.wav")
+    voice = {"wav": wav, "xvector": xvector(files["checkpoint"], wav)}
+
+    rows = []
+    for threads in a.threads:
+        for engine in a.engines:
+            for weights in (["f32"] if engine == "reference" else a.weights):
+                rows.append(run_engine(engine, weights, threads, a, files, voice, a.out))
+                print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
+    meta = machine()
+    report = markdown(meta, a, rows, load_before, os.getloadavg()[0])
+    print("\n" + report)
+    title = f"kazetts vs llama-tts vs PyTorch, {a.preset}, {a.frames} frames; {meta['cpu']}, {meta['date']}"
+    (a.out / "results.json").write_text(json.dumps({"title": title, "meta": meta, "rows": rows}, indent=1))
+    if a.report:
+        with open(a.report, "a", encoding="utf-8") as f:
+            f.write("\n" + report)
+    if a.chart:
+        r = run_measured([str(REF_PYTHON), "scripts/bench_report.py", "--chart", str(a.out / "results.json"),
+                          str(a.chart)])
+        if r.returncode != 0:
+            print(f"chart failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+            return 1
+    return 1 if any(row.get("error") for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

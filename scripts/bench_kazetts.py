@@ -1,0 +1,73 @@
+"""kazetts side of scripts/bench.py: one request in its own process (runtime environment).
+
+    .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
+
+Prints one JSON line: load (with a short warm-up request, as llama-tts warms up while loading),
+then for the timed request prefill, talker, code predictor and codec seconds, first audio and
+the request's wall time. End-of-speech is forbidden so that every engine says `--frames` frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_common import peak_rss_mb  # noqa: E402
+from kazetts.tts import TTS  # noqa: E402
+
+WARMUP_TEXT, WARMUP_FRAMES = "Bonjour.", 2
+
+
+def forbid_eos(tts: TTS) -> None:
+    """Sets the end-of-speech logit to -inf after every talker step (llama-tts: --logit-bias)."""
+    step, eos = tts.talker.step, tts.voices.codec_eos
+
+    def step_without_eos(embeddings):
+        hidden, logits = step(embeddings)
+        logits[eos] = -np.inf
+        return hidden, logits
+
+    tts.talker.step = step_without_eos
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("talker")
+    ap.add_argument("mmproj")
+    ap.add_argument("--xvector", required=True, help=".npy speaker embedding")
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--language", default="french")
+    ap.add_argument("--frames", type=int, required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--codec", default="f16", help="codec decoder weights")
+    ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
+    a = ap.parse_args()
+    options = dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=False, greedy=True,
+                   chunk_frames=a.chunk_frames)
+    start = time.perf_counter()
+    tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)
+    forbid_eos(tts)
+    for _ in tts.stream(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options):
+        pass
+    load, load_rss = time.perf_counter() - start, peak_rss_mb()
+    timings: dict = {}
+    samples, first_audio, start = 0, None, time.perf_counter()
+    for chunk in tts.stream(a.text, max_frames=a.frames, timings=timings, **options):
+        first_audio = first_audio or time.perf_counter() - start
+        samples += len(chunk.audio)
+    print(json.dumps({
+        "load_s": load, "load_peak_rss_mb": load_rss, "frames": timings["frames"], "audio_s": samples / tts.sample_rate,
+        "prefill_s": timings["prefill"], "talker_s": timings["talker"] - timings["prefill"],
+        "code_predictor_s": timings["code_predictor"], "codec_s": timings["codec"],
+        "first_audio_s": first_audio, "request_s": time.perf_counter() - start,
+    }))
+
+
+if __name__ == "__main__":
+    main()

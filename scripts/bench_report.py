@@ -1,0 +1,175 @@
+"""Figures, ratios, targets, markdown and chart of scripts/bench.py's rows (standard library only,
+matplotlib for the chart, which runs in the reference environment):
+
+    .venv-ref/bin/python scripts/bench_report.py --chart results.json out.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+# (key, header, format): what every row reports, in table order
+FIGURES = [
+    ("load_s", "load s", "{:.1f}"),
+    ("prefill_ms", "prefill ms", "{:.0f}"),
+    ("talker_ms", "talker ms/frame", "{:.1f}"),
+    ("code_predictor_ms", "code predictor ms/frame", "{:.1f}"),
+    ("talker_code_predictor_ms", "talker+CP ms/frame", "{:.1f}"),
+    ("codec_ms", "codec ms/frame", "{:.1f}"),
+    ("first_audio_ms", "first audio ms", "{:.0f}"),
+    ("end_to_end_ms", "end to end ms/frame", "{:.1f}"),
+    ("rtf", "real-time factor", "{:.2f}"),
+    ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
+]
+# the issue's targets, judged on the 0.6b preset, Q8_0, 2 threads
+TARGET_WEIGHTS, TARGET_THREADS = "q8_0", 2
+MAX_MS_PER_FRAME, MIN_SPEEDUP_LLAMA, MIN_SPEEDUP_REFERENCE = 120.0, 2.5, 5.0
+MAX_FIRST_AUDIO_MS, MAX_RSS_MB = 500.0, 1300.0
+
+
+def figures(row: dict) -> dict:
+    """A row's figures in ms per frame (None where the engine does not expose the stage)."""
+    frames = row["frames"]
+
+    def per_frame(seconds):
+        return None if seconds is None else 1000 * seconds / frames
+
+    talker, cp = per_frame(row.get("talker_s")), per_frame(row.get("code_predictor_s"))
+    both = talker + cp if talker is not None and cp is not None else per_frame(row.get("talker_code_predictor_s"))
+    return {
+        "load_s": row["load_s"], "prefill_ms": 1000 * row["prefill_s"], "talker_ms": talker,
+        "code_predictor_ms": cp, "talker_code_predictor_ms": both, "codec_ms": per_frame(row.get("codec_s")),
+        "first_audio_ms": 1000 * row["first_audio_s"], "end_to_end_ms": per_frame(row["request_s"]),
+        "rtf": row["request_s"] / row["audio_s"], "peak_rss_mb": row["peak_rss_mb"],
+    }
+
+
+def label(row: dict) -> str:
+    return f"{row['engine']} {row['weights']} t{row['threads']}"
+
+
+def _cell(value, fmt: str) -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown table, one line per engine/weights/threads; failed runs say why."""
+    lines = ["| engine | weights | threads | frames | " + " | ".join(h for _, h, _ in FIGURES) + " |",
+             "|---|---|---|---|" + "---|" * len(FIGURES)]
+    for row in rows:
+        head = f"| {row['engine']} | {row['weights']} | {row['threads']} | "
+        if row.get("error"):
+            lines.append(head + f"- | FAILED: {row['error']} |" + " |" * (len(FIGURES) - 1))
+            continue
+        values = figures(row)
+        lines.append(head + f"{row['frames']} | " + " | ".join(_cell(values[k], f) for k, _, f in FIGURES) + " |")
+    return "\n".join(lines)
+
+
+def peers(rows: list[dict], row: dict) -> list[dict]:
+    """The rows a kazetts row is compared with: llama-tts on the same files, the reference; same threads."""
+    return [p for p in rows if not p.get("error") and p["threads"] == row["threads"] and (
+        (p["engine"] == "llama-tts" and p["weights"] == row["weights"]) or p["engine"] == "reference")]
+
+
+def ratio_table(rows: list[dict]) -> str:
+    """kazetts / peer for every figure both expose (below 1: kazetts takes less)."""
+    lines = ["| kazetts / peer | " + " | ".join(h for _, h, _ in FIGURES) + " |", "|---|" + "---|" * len(FIGURES)]
+    for row in rows:
+        if row["engine"] != "kazetts" or row.get("error"):
+            continue
+        ours = figures(row)
+        for peer in peers(rows, row):
+            theirs = figures(peer)
+            cells = [_cell(None if ours[k] is None or not theirs[k] else ours[k] / theirs[k], "{:.2f}")
+                     for k, _, _ in FIGURES]
+            lines.append(f"| {label(row)} / {label(peer)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _find(rows, engine, weights=None):
+    for row in rows:
+        if (row["engine"] == engine and row["threads"] == TARGET_THREADS and not row.get("error")
+                and (weights is None or row["weights"] == weights)):
+            return row
+    return None
+
+
+def _bottleneck(values: dict) -> str:
+    stages = {"talker": values["talker_ms"], "code predictor": values["code_predictor_ms"], "codec": values["codec_ms"]}
+    name = max(stages, key=lambda s: stages[s] or 0.0)
+    return f"largest stage: {name} {stages[name]:.1f} of {values['end_to_end_ms']:.1f} ms/frame"
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """The issue's targets on kazetts Q8_0 at 2 threads; a miss says by how much and which stage."""
+    ours = _find(rows, "kazetts", TARGET_WEIGHTS)
+    if ours is None:
+        return [f"targets: no kazetts {TARGET_WEIGHTS} run at {TARGET_THREADS} threads"]
+    v = figures(ours)
+    llama, ref = _find(rows, "llama-tts", TARGET_WEIGHTS), _find(rows, "reference")
+    checks = [("end to end", v["end_to_end_ms"], MAX_MS_PER_FRAME, "ms/frame", False)]
+    if llama:
+        checks.append(("speed-up over llama-tts", figures(llama)["end_to_end_ms"] / v["end_to_end_ms"],
+                       MIN_SPEEDUP_LLAMA, "x", True))
+    if ref:
+        checks.append(("speed-up over the reference", figures(ref)["end_to_end_ms"] / v["end_to_end_ms"],
+                       MIN_SPEEDUP_REFERENCE, "x", True))
+    checks += [("first audio", v["first_audio_ms"], MAX_FIRST_AUDIO_MS, "ms", False),
+               ("peak RSS", v["peak_rss_mb"], MAX_RSS_MB, "MB", False)]
+    lines = []
+    for name, value, goal, unit, at_least in checks:
+        met = value >= goal if at_least else value <= goal
+        line = f"- {name}: {value:.2f} {unit} ({'>=' if at_least else '<='} {goal:g} {unit}): "
+        if met:
+            lines.append(line + "met")
+            continue
+        line += f"MISSED by {abs(goal - value):.2f} {unit} ({abs(goal - value) / goal:.0%})"
+        if name == "first audio":
+            line += f"; prefill {v['prefill_ms']:.0f} ms of it"
+        elif name == "peak RSS":
+            line += f"; {ours['load_peak_rss_mb']:.0f} MB of it reached by the end of loading and warm-up"
+        else:
+            line += f"; {_bottleneck(v)}"
+        lines.append(line)
+    return [f"targets (kazetts {TARGET_WEIGHTS}, {TARGET_THREADS} threads):"] + lines
+
+
+def chart(rows: list[dict], path: str, title: str) -> None:
+    """Bars of end-to-end ms per frame and peak RSS for every successful row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if not r.get("error")]
+    names = [label(r) for r in rows]
+    colors = {"kazetts": "tab:green", "llama-tts": "tab:blue", "reference": "tab:gray"}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.8))
+    for ax, key, name in ((axes[0], "end_to_end_ms", "end to end ms per 80 ms frame (lower is better)"),
+                          (axes[1], "peak_rss_mb", "peak RSS MB")):
+        values = [figures(r)[key] for r in rows]
+        ax.barh(names, values, color=[colors.get(r["engine"], "tab:orange") for r in rows])
+        ax.invert_yaxis()
+        ax.set_title(name, fontsize=10)
+        for y, value in enumerate(values):
+            ax.text(value, y, f" {value:.0f}", va="center", fontsize=8)
+    axes[0].axvline(80, color="red", linewidth=0.8, linestyle="--", label="real time")
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[1].set_yticklabels([])
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--chart", nargs=2, metavar=("RESULTS_JSON", "PNG"), required=True)
+    a = ap.parse_args()
+    results = json.loads(open(a.chart[0], encoding="utf-8").read())
+    chart(results["rows"], a.chart[1], results["title"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The benchmark harness (scripts/bench.py) stays runnable: `make bench-smoke` runs every engine
+on a few frames (building llama-tts on first use) and each row must hold figures that add up."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_llama_tts  # noqa: E402
+import bench_report  # noqa: E402
+
+# what tools/tts/tts.cpp prints (LOG_INF format strings of the 0.3.36 sdist)
+LLAMA_TTS_LOG = """frames generated: 30, speed: 14.10 frames/s
+generated 40 frames, 153644 bytes of WAV audio (24000 Hz)
+timings: prompt eval 0.31s + generation 2.84s + vocoder 0.95s = total 4.10s
+         output audio = 3.20s (audio time = 0.78x process time)
+"""
+
+
+def test_llama_tts_timings_are_read():
+    row = bench_llama_tts.parse(LLAMA_TTS_LOG, process_s=9.0)
+    assert row["frames"] == 40 and row["audio_s"] == 3.2
+    assert row["prefill_s"] == 0.31 and row["talker_code_predictor_s"] == 2.84 and row["codec_s"] == 0.95
+    assert row["request_s"] == row["first_audio_s"] == 4.10
+    assert math.isclose(row["load_s"], 4.9)
+
+
+def test_llama_tts_stages_are_not_split_past_its_audio_window():
+    log = LLAMA_TTS_LOG.replace("generated 40 frames", f"generated {bench_llama_tts.WAV_WINDOW} frames")
+    row = bench_llama_tts.parse(log, process_s=9.0)
+    assert row["talker_code_predictor_s"] is None and row["codec_s"] is None
+
+
+def test_llama_tts_without_timings_is_an_error():
+    with pytest.raises(ValueError):
+        bench_llama_tts.parse("failed to load model\n", process_s=1.0)
+
+
+def test_smoke_run(ref_python, tmp_path):
+    out = tmp_path / "bench"
+    r = subprocess.run(["make", "--no-print-directory", "bench-smoke", f"BENCH_SMOKE_OUT={out}"],
+                       capture_output=True, text=True, cwd=REPO, timeout=3600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    rows = results["rows"]
+    assert {row["engine"] for row in rows} == {"kazetts", "llama-tts", "reference"}
+    frames = rows[0]["frames"]
+    for row in rows:
+        assert not row.get("error"), row
+        assert row["frames"] == frames and math.isclose(row["audio_s"], frames * 0.08, rel_tol=0.01), row
+        figures = bench_report.figures(row)
+        assert all(v is None or v > 0 for v in figures.values()), row
+        stages = row["prefill_s"] + sum(row.get(k) or 0.0 for k in
+                                        ("talker_s", "code_predictor_s", "talker_code_predictor_s", "codec_s"))
+        assert 0.7 * row["request_s"] <= stages <= row["request_s"] + 0.02, (stages, row)  # llama-tts rounds to 10 ms
+    assert (out / "bench.png").stat().st_size > 10_000
+    assert "kazetts" in r.stdout and "targets" in r.stdout
