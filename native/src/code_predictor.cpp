@@ -412,10 +412,12 @@ class Loader {
         }
         m_.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(m_.wctx, ggml_backend_cpu_buffer_type());
         if (!m_.wbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the code predictor weights");
+        kz::advise_huge_pages(ggml_backend_buffer_get_base(m_.wbuf), ggml_backend_buffer_get_size(m_.wbuf));
         ggml_backend_buffer_clear(m_.wbuf, 0);
         if (ggml_get_first_tensor(m_.rctx)) {
             m_.rbuf = ggml_backend_alloc_ctx_tensors_from_buft(m_.rctx, repack_);
             if (!m_.rbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the repacked code predictor weights");
+            kz::advise_huge_pages(ggml_backend_buffer_get_base(m_.rbuf), ggml_backend_buffer_get_size(m_.rbuf));
         }
     }
 

@@ -396,6 +396,7 @@ void load_model(Model &m, const char *path, ggml_type fast) {
 
     m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec weights");
+    kz::advise_huge_pages(ggml_backend_buffer_get_base(m.buf), ggml_backend_buffer_get_size(m.buf));
     std::vector<uint8_t> packed;
     for (Pending &p : B.pending) {
         const std::vector<float> data = p.read();

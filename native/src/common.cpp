@@ -3,7 +3,12 @@
 
 #include "common_internal.h"
 
+#include <cstdint>
 #include <cstdio>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 int kz_abi_version(void) { return KZ_ABI_VERSION; }
 
@@ -29,3 +34,14 @@ void write_error(char *buf, size_t len, const std::string &message) {
 }
 
 }  // namespace kz
+
+void kz::advise_huge_pages(void *base, size_t size) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t page = 4096;
+    uintptr_t begin = ((uintptr_t)base + page - 1) & ~(page - 1), end = ((uintptr_t)base + size) & ~(page - 1);
+    if (end > begin) madvise((void *)begin, end - begin, MADV_HUGEPAGE);  // advice: failure changes nothing
+#else
+    (void)base;
+    (void)size;
+#endif
+}

@@ -21,6 +21,11 @@ struct Error : std::runtime_error {
 // Copies a message into a caller-owned buffer (truncated, always NUL-terminated).
 void write_error(char *buf, size_t len, const std::string &message);
 
+// Asks the kernel to back a weight buffer with huge pages (Linux transparent huge pages in
+// "madvise" mode): the stages stream their weights on every step, and 4 KiB pages cost a TLB
+// miss per page. Call before the buffer is first written. A no-op where unsupported.
+void advise_huge_pages(void *base, size_t size);
+
 // The exception barrier of every exported function: runs `body`, returns KZ_OK, or turns an
 // exception into its status and hands its message to `report`; `unexpected` is the status of
 // a std::exception that is not a kz::Error.
