@@ -20,7 +20,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=2, help="CPU threads per stage (default 2)")
 
 
-def _engine(args: argparse.Namespace, codec_weights: str = "f16"):
+def _engine(args: argparse.Namespace, codec_weights: str):
     from .tts import TTS
     from .validate import find_model_files
 
@@ -134,7 +134,7 @@ def _voices(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from .validate import case_dirs, skip_reason, validate_case
 
-    tts = _engine(args)
+    tts = _engine(args, "f32")  # the exact path: the gates are the reference's tolerances
     quantized = not pathlib.Path(tts.talker.file.path).name.endswith("-f32.gguf")
     failed = 0
     print(f"{'case':24s} {'stage':11s} {'gate':5s} figures")
