@@ -23,7 +23,8 @@ typedef struct kz_code_predictor kz_code_predictor;
  * KZ_CP_WEIGHTS_FILE keeps the types stored in the file. Whatever is asked, ffn_down is never
  * kept in F16 (its input exceeds the F16 range, ~1.5e5): an F16 ffn_down becomes F32; on CPUs
  * where ggml sums F16 products in half precision (ARMv8.2+ fp16 arithmetic) no weight is kept
- * in F16 at all (F32 instead: half-precision sums flip greedy codes). Norms stay F32; the input embedding tables stay as stored (rows are dequantized on use). */
+ * in F16 at all (F32 instead: half-precision sums flip greedy codes). Norms stay F32; the input
+ * embedding tables stay as stored (rows are dequantized on use). */
 typedef enum kz_cp_weight_type {
     KZ_CP_WEIGHTS_FILE = 0,
     KZ_CP_WEIGHTS_F32 = 1,
