@@ -19,10 +19,11 @@ import numpy as np
 from . import native
 
 WEIGHT_TYPES = {None: 0, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
+KERNELS = {"auto": 0, "ggml": 1}
 
 
 class _Params(ctypes.Structure):
-    _fields_ = [("n_threads", ctypes.c_int32), ("weight_type", ctypes.c_int32)]
+    _fields_ = [("n_threads", ctypes.c_int32), ("weight_type", ctypes.c_int32), ("kernels", ctypes.c_int32)]
 
 
 class _Sampling(ctypes.Structure):
@@ -54,8 +55,9 @@ def _lib():
         lib.kz_cp_predict_frame.restype = ctypes.c_int
         lib.kz_cp_embed_codes.argtypes = [P, i32p, f32p]
         lib.kz_cp_embed_codes.restype = ctypes.c_int
-        lib.kz_cp_last_error.argtypes = [P]
-        lib.kz_cp_last_error.restype = ctypes.c_char_p
+        for name in ("kz_cp_last_error", "kz_cp_kernel_name"):
+            getattr(lib, name).argtypes = [P]
+            getattr(lib, name).restype = ctypes.c_char_p
         _BOUND = True
     return lib
 
@@ -68,17 +70,21 @@ class CodePredictor(native.NativeHandle):
     """The native code predictor loaded from an mmproj GGUF.
 
     ``weights``: None/"file" keeps the file's types; "f32", "f16", "q8_0", "q4_0" convert the
-    decoder and head weights at load time (an F16 ffn_down is always kept in F32)."""
+    decoder and head weights at load time (an F16 ffn_down is always kept in F32).
+    ``kernels``: "auto" lets Q8_0 matrices use kazetts' own kernel where the CPU has it,
+    "ggml" keeps ggml's kernels (cross-checks); ``kernel_name`` says which one runs."""
 
     _free_name, _last_error_name = "kz_cp_free", "kz_cp_last_error"
 
-    def __init__(self, mmproj_path, threads: int = 2, weights: str | None = None):
+    def __init__(self, mmproj_path, threads: int = 2, weights: str | None = None, kernels: str = "auto"):
         if weights not in WEIGHT_TYPES:
             raise ValueError(f"unknown weight type {weights!r}: choose one of f32, f16, q8_0, q4_0")
+        if kernels not in KERNELS:
+            raise ValueError(f"unknown kernels {kernels!r}: choose auto or ggml")
         self._lib = _lib()
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
-        params = _Params(int(threads), WEIGHT_TYPES[weights])
+        params = _Params(int(threads), WEIGHT_TYPES[weights], KERNELS[kernels])
         status = self._lib.kz_cp_load(os.fsencode(str(mmproj_path)), ctypes.byref(params), ctypes.byref(self._handle),
                                       err, len(err))
         native.check(status, err.value)
@@ -89,6 +95,7 @@ class CodePredictor(native.NativeHandle):
         self.vocab = self._lib.kz_cp_vocab(h)
         self.cb0_vocab = self._lib.kz_cp_cb0_vocab(h)
         self.threads = int(threads)
+        self.kernel_name = self._lib.kz_cp_kernel_name(h).decode()
 
     def set_threads(self, n: int) -> None:
         self._check(self._lib.kz_cp_set_threads(self._handle, int(n)))

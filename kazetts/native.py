@@ -12,7 +12,7 @@ import pathlib
 
 import llama_cpp  # noqa: F401  (loads ggml into the process before libkazetts)
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 _LIBRARY: ctypes.CDLL | None = None
 

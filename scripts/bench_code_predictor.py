@@ -6,7 +6,8 @@ Builds (once, cached under ~/.cache/kazetts/models) the synthetic checkpoint of 
 an F32 mmproj holding only the code predictor tensors, then times the native code predictor
 (greedy, one frame = 2-token prefill + 14 steps) with weights converted at load time to F32,
 F16, Q8_0 and Q4_0, at each thread count, with the share of greedy codes each type keeps of
-F32's on the same inputs (F32 is the reference's codes, see the goldens); and the reference (``talker.code_predictor.generate``
+F32's on the same inputs (F32 is the reference's codes, see the goldens), and the kernel used
+(a type that runs on kazetts' own kernel is timed on ggml's too, as ``<type>/ggml``); and the reference (``talker.code_predictor.generate``
 as ``Qwen3TTSForConditionalGeneration`` calls it, float32, greedy) in the reference environment
 on the same weights and thread counts, printing the ratios.
 
@@ -34,11 +35,12 @@ def inputs(n_embd_in: int, cb0_vocab: int, frames: int):
     return hidden, cb0
 
 
-def bench_native(mmproj, weights, threads, frames):
-    """(median ms per frame, greedy codes [frames, 15])."""
+def bench_native(mmproj, weights, threads, frames, kernels="auto"):
+    """(median ms per frame, greedy codes [frames, 15], kernel name)."""
     import numpy as np
     from kazetts.code_predictor import CodePredictor
-    cp = CodePredictor(mmproj, threads=threads, weights=weights)
+    cp = CodePredictor(mmproj, threads=threads, weights=weights, kernels=kernels)
+    kernel = cp.kernel_name
     hidden, cb0 = inputs(cp.n_embd_in, cp.cb0_vocab, frames)
     for f in range(2):
         cp.predict(hidden[f], int(cb0[f]))
@@ -48,7 +50,7 @@ def bench_native(mmproj, weights, threads, frames):
         codes.append(cp.predict(hidden[f], int(cb0[f]))[0])
         times.append(time.perf_counter() - t0)
     cp.close()
-    return 1000 * float(np.median(times)), np.array(codes)
+    return 1000 * float(np.median(times)), np.array(codes), kernel
 
 
 def ref_worker(ck: str, threads: int, frames: int):
@@ -103,14 +105,18 @@ def main():
     for t in a.threads:
         ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))
         for w in a.weights:
-            ms, codes = bench_native(mm, w, t, a.frames)
+            ms, codes, kernel = bench_native(mm, w, t, a.frames)
             if w == "f32":
                 f32_codes = codes
-            rows.append((t, w, ms, ref))
-            ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"
-            same = f"   codes = f32: {100 * (codes == f32_codes).mean():6.2f}%" if f32_codes is not None else ""
-            print(f"threads {t}  {w:5s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   "
-                  f"speedup {ratio}{same}", flush=True)
+            runs = [(w, ms, codes, kernel)]
+            if kernel != "ggml":  # the same type on ggml's kernels, for the kernel's own gain
+                runs.append((f"{w}/ggml", *bench_native(mm, w, t, a.frames, kernels="ggml")))
+            for label, ms, codes, kernel in runs:
+                rows.append((t, label, ms, ref))
+                ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"
+                same = f"   codes = f32: {100 * (codes == f32_codes).mean():6.2f}%" if f32_codes is not None else ""
+                print(f"threads {t}  {label:10s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   "
+                      f"speedup {ratio}{same}   [{kernel}]", flush=True)
     return rows
 
 

@@ -170,6 +170,51 @@ def test_quantized_weights_long_case(mmproj):
     assert results["f16 at load"][0] >= Q8_MIN_AGREEMENT
 
 
+def _cpu_has_q8_kernel_features() -> bool:
+    """Whether /proc/cpuinfo lists what kazetts' Q8_0 kernel needs (AVX-512 F, BW, VNNI)."""
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    return {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags)
+
+
+def test_q8_kernel_against_ggml_kernel(mmproj):
+    """kazetts' Q8_0 kernel against ggml's on the long case, same Q8_0 file.
+
+    Both compute the same integer block sums from the same quantized activations; only the
+    float summation order differs (~1e-7 relative). That difference can move an activation
+    across a Q8_0 rounding boundary in a later layer, which changes the logits by about the
+    Q8_0 noise, so: every frame's first-step logits stay within the Q8_0 noise of each other,
+    and every code difference starts at a near-tie."""
+    _, arrays, key = _case("long_window")
+    path = mmproj(*key, "q8_0")
+    ours = CodePredictor(path, threads=2)
+    if not _cpu_has_q8_kernel_features():
+        assert ours.kernel_name == "ggml"
+        pytest.skip("this CPU lacks AVX-512 VNNI: kazetts' Q8_0 kernel is not used here (ggml's is)")
+    assert ours.kernel_name == "kazetts q8_0 avx512-vnni"
+    theirs = CodePredictor(path, threads=2, kernels="ggml")
+    assert theirs.kernel_name == "ggml"
+    codes, hidden = arrays["codes"], arrays["talker_hidden"]
+    same = exact_frames = 0
+    for f in range(codes.shape[0]):
+        a, _, la = ours.predict(hidden[f], int(codes[f, 0]), return_logits=True)
+        b, _, lb = theirs.predict(hidden[f], int(codes[f, 0]), return_logits=True)
+        step0 = float(np.abs(la[0] - lb[0]).max())
+        exact_frames += step0 < 1e-5
+        assert step0 < 0.1, (f, step0)
+        same += int((a == b).sum())
+        diff = np.flatnonzero(a != b)
+        if diff.size:
+            g = int(diff[0])
+            top = np.sort(lb[g])[-2:]
+            assert top[1] - top[0] <= 2 * float(np.abs(la[g] - lb[g]).max()), (f, g)
+    print(f"long_window q8_0, kazetts kernel vs ggml's: {100 * same / codes[:, 1:].size:.2f}% of codes identical, "
+          f"first-step logits within 1e-5 on {exact_frames}/{codes.shape[0]} frames")
+    assert exact_frames >= codes.shape[0] // 2
+
+
 def test_f16_ffn_down_never_overflows(mmproj, tmp_path):
     """An F16 ffn_down whose input exceeds the F16 range: the loader keeps it in F32."""
     _, arrays, key = _case("cv_english_stream")

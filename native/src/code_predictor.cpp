@@ -11,11 +11,14 @@
 // the KV cache live in CPU backend buffers owned by the handle; the decoder layers' quantized
 // matrices go to ggml's CPU_REPACK buffer where its kernels take them (Q4_0 on AVX2, Q4_0/Q8_0
 // on ARM dotprod/i8mm): rows interleaved so one pass of the matrix-vector product reads several
-// rows at once, which is what this bandwidth-bound stage needs.
+// rows at once, which is what this bandwidth-bound stage needs. On x86 CPUs with AVX-512 VNNI,
+// Q8_0 matrices (layers and heads) are packed for kazetts' own kernel instead (q8_matvec.h),
+// ggml having no x86 repacking for Q8_0. q/k/v and gate/up are stacked into one matrix each.
 #include "kazetts/code_predictor.h"
 
 #include "common_internal.h"
 #include "cp_sampling.h"
+#include "q8_matvec.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -38,10 +41,17 @@ using kz::Error;
 
 constexpr const char *P = "a.gen.code.";
 
+// Matrices that multiply the same input (q/k/v; gate/up), stacked row-wise into one tensor when
+// they are kept in one type: one matrix-vector product per step instead of several, so fewer
+// graph nodes, thread barriers and input quantizations. Kept apart when their types differ.
+struct Fused {
+    std::vector<ggml_tensor *> w;  // one stacked tensor, or one per part
+    std::vector<int64_t> rows;     // rows of each part
+};
+
 struct Layer {
-    ggml_tensor *ln1 = nullptr, *wq = nullptr, *q_norm = nullptr, *wk = nullptr, *k_norm = nullptr,
-                *wv = nullptr, *wo = nullptr, *ln2 = nullptr, *gate = nullptr, *up = nullptr,
-                *down = nullptr;
+    ggml_tensor *ln1 = nullptr, *q_norm = nullptr, *k_norm = nullptr, *wo = nullptr, *ln2 = nullptr, *down = nullptr;
+    Fused qkv, gate_up;
     ggml_tensor *k_cache = nullptr, *v_cache = nullptr;  // [head_dim, n_head_kv, n_ctx] F32
 };
 
@@ -82,6 +92,7 @@ struct kz_code_predictor {
     int vocab = 0, n_cb = 0, cb0_vocab = 0, n_ctx = 0;
     float rope_theta = 1e6f, eps = 1e-6f;
     bool has_proj = false;
+    bool q8_kernel = false;  // some Q8_0 matrices are packed for kazetts' own kernel
 
     ggml_context *wctx = nullptr, *rctx = nullptr;      // plain weights + KV cache; repacked matrices
     ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
@@ -215,7 +226,10 @@ bool can_compute(ggml_type t) {
 
 struct PendingTensor {
     ggml_tensor *t;
-    int64_t id;
+    std::vector<int64_t> ids;  // file tensors stacked row-wise into t
+    ggml_type type;            // kept type (Q8_0 when t holds it packed for kz::q8)
+    int64_t ne[GGML_MAX_DIMS];  // logical shape
+    bool packed;
 };
 
 // ggml's CPU_REPACK buffer type, when this ggml has one
@@ -244,7 +258,9 @@ bool takes_weight(ggml_backend_buffer_type_t buft, ggml_type type, int64_t ne0, 
 
 class Loader {
   public:
-    Loader(kz_code_predictor &m, GgufFile &gf, int wt) : m_(m), gf_(gf), wt_(wt), repack_(repack_buffer_type()) {}
+    Loader(kz_code_predictor &m, GgufFile &gf, const kz_cp_params &p)
+        : m_(m), gf_(gf), wt_(p.weight_type), repack_(repack_buffer_type()),
+          q8_(p.kernels == KZ_CP_KERNELS_AUTO && kz::q8::available()) {}
 
     void run() {
         hparams();
@@ -259,6 +275,7 @@ class Loader {
     GgufFile &gf_;
     int wt_;
     ggml_backend_buffer_type_t repack_;  // null: no repacking
+    bool q8_;                            // Q8_0 matrices go to kazetts' own kernel
     std::vector<PendingTensor> pending_;
 
     void hparams() {
@@ -362,16 +379,49 @@ class Loader {
         return t;
     }
 
-    // a weight; `layer_matrix`: a decoder layer's 2-D matrix, which may be repacked
+    // a weight; `matrix`: multiplied by activations (converted to the kept type, maybe packed);
+    // `layer_matrix`: a decoder layer's 2-D matrix, which ggml may repack
     ggml_tensor *add(const std::string &name, bool matrix, bool layer_matrix = false) {
         int64_t id = find(gf_, name);
         const int64_t *ne = ne_of(gf_, id);
         ggml_type t = matrix ? matrix_type(name, id) : GGML_TYPE_F32;
-        ggml_context *ctx = layer_matrix && repack_ && takes_weight(repack_, t, ne[0], ne[1]) ? m_.rctx : m_.wctx;
-        ggml_tensor *x = ggml_new_tensor(ctx, t, ggml_n_dims_safe(ne), ne);
-        ggml_set_name(x, name.c_str());
-        pending_.push_back({x, id});
-        return x;
+        return place(name, t, ne, matrix, layer_matrix, {id});
+    }
+
+    // a tensor of type t and shape ne filled from the file tensors `ids` stacked row-wise
+    ggml_tensor *place(const std::string &name, ggml_type t, const int64_t *ne, bool matrix, bool layer_matrix,
+                       std::vector<int64_t> ids) {
+        PendingTensor p{nullptr, std::move(ids), t, {ne[0], ne[1], ne[2], ne[3]}, false};
+        if (matrix && q8_ && t == GGML_TYPE_Q8_0 && ne[3] == 1 && kz::q8::fits(ne[0], ne[1])) {
+            p.packed = m_.q8_kernel = true;
+            p.t = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_I8, kz::q8::group_bytes(ne[0]), ne[1] / 4, ne[2]);
+        } else {
+            ggml_context *ctx = layer_matrix && repack_ && takes_weight(repack_, t, ne[0], ne[1]) ? m_.rctx : m_.wctx;
+            p.t = ggml_new_tensor(ctx, t, ggml_n_dims_safe(ne), ne);
+        }
+        ggml_set_name(p.t, name.c_str());
+        pending_.push_back(std::move(p));
+        return pending_.back().t;
+    }
+
+    // decoder-layer matrices over one input, stacked when they are kept in one type
+    Fused add_fused(const std::string &stacked_name, const std::vector<std::string> &names) {
+        Fused f;
+        std::vector<int64_t> ids;
+        bool same = true;
+        for (const auto &n : names) {
+            ids.push_back(find(gf_, n));
+            f.rows.push_back(ne_of(gf_, ids.back())[1]);
+            same = same && matrix_type(n, ids.back()) == matrix_type(names[0], ids[0]);
+        }
+        if (!same) {
+            for (const auto &n : names) f.w.push_back(add(n, true, true));
+            return f;
+        }
+        int64_t ne[GGML_MAX_DIMS] = {ne_of(gf_, ids[0])[0], 0, 1, 1};
+        for (int64_t r : f.rows) ne[1] += r;
+        f.w.push_back(place(stacked_name, matrix_type(names[0], ids[0]), ne, true, true, ids));
+        return f;
     }
 
     static int ggml_n_dims_safe(const int64_t *ne) {
@@ -397,15 +447,12 @@ class Loader {
             Layer &L = m_.layers[i];
             std::string b = std::string(P) + "blk." + std::to_string(i) + ".";
             L.ln1 = add(b + "ln1.weight", false);
-            L.wq = add(b + "attn_q.weight", true, true);
+            L.qkv = add_fused(b + "attn_qkv", {b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight"});
             L.q_norm = add(b + "attn_q_norm.weight", false);
-            L.wk = add(b + "attn_k.weight", true, true);
             L.k_norm = add(b + "attn_k_norm.weight", false);
-            L.wv = add(b + "attn_v.weight", true, true);
             L.wo = add(b + "attn_out.weight", true, true);
             L.ln2 = add(b + "ln2.weight", false);
-            L.gate = add(b + "ffn_gate.weight", true, true);
-            L.up = add(b + "ffn_up.weight", true, true);
+            L.gate_up = add_fused(b + "ffn_gate_up", {b + "ffn_gate.weight", b + "ffn_up.weight"});
             L.down = add(b + "ffn_down.weight", true, true);
             L.k_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
             L.v_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
@@ -424,40 +471,56 @@ class Loader {
     // Reads every pending tensor, converting to its kept type in row chunks; whole tensors are
     // handed to their buffer at once (a repacking buffer rearranges them as they come in).
     void fill() {
-        std::vector<float> f32;
-        std::vector<uint8_t> kept;
+        std::vector<uint8_t> kept, packed;
         for (const auto &p : pending_) {
-            ggml_type src_t = gguf_get_tensor_type(gf_.g, p.id);
-            std::vector<uint8_t> raw = read_raw(gf_, p.id);
-            ggml_tensor *t = p.t;
-            if (src_t == t->type) {
-                if (raw.size() != ggml_nbytes(t)) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(t));
-                ggml_backend_tensor_set(t, raw.data(), 0, raw.size());
+            const int64_t rows = p.ne[1] * p.ne[2] * p.ne[3];
+            kept.resize((size_t)rows * ggml_row_size(p.type, p.ne[0]));
+            size_t at = 0;
+            for (int64_t id : p.ids) {
+                std::vector<uint8_t> raw = read_raw(gf_, id);
+                at += convert_rows(raw, gguf_get_tensor_type(gf_.g, id), p, kept.size() - at, kept.data() + at);
+            }
+            if (at != kept.size()) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(p.t));
+            if (!p.packed) {
+                ggml_backend_tensor_set(p.t, kept.data(), 0, kept.size());
                 continue;
             }
-            const int64_t ne0 = t->ne[0];
-            const int64_t rows = ggml_nelements(t) / ne0;
-            const size_t src_row = ggml_row_size(src_t, ne0), dst_row = ggml_row_size(t->type, ne0);
-            const int64_t chunk = std::max<int64_t>(1, (1 << 20) / ne0);
-            f32.resize((size_t)(chunk * ne0));
-            kept.resize(ggml_nbytes(t));
-            for (int64_t r = 0; r < rows; r += chunk) {
-                int64_t nr = std::min(chunk, rows - r);
-                const uint8_t *src = raw.data() + (size_t)r * src_row;
-                if (src_t == GGML_TYPE_F32) {
-                    std::memcpy(f32.data(), src, (size_t)(nr * ne0) * sizeof(float));
-                } else {
-                    ggml_get_type_traits(src_t)->to_float(src, f32.data(), nr * ne0);
-                }
-                uint8_t *dst = kept.data() + (size_t)r * dst_row;
-                if (t->type == GGML_TYPE_F32) {
-                    std::memcpy(dst, f32.data(), (size_t)(nr * ne0) * sizeof(float));
-                } else {
-                    ggml_quantize_chunk(t->type, f32.data(), dst, 0, nr, ne0, nullptr);
-                }
-            }
-            ggml_backend_tensor_set(t, kept.data(), 0, kept.size());
+            packed.resize(ggml_nbytes(p.t));
+            const size_t slice = (size_t)p.ne[1] * ggml_row_size(p.type, p.ne[0]);
+            for (int64_t z = 0; z < p.ne[2]; z++) kz::q8::pack(kept.data() + z * slice, p.ne[0], p.ne[1], packed.data() + z * p.t->nb[2]);
+            ggml_backend_tensor_set(p.t, packed.data(), 0, packed.size());
         }
+    }
+
+    // Converts the rows of `raw` (type src_t) to p's kept type into dst (room: `capacity`
+    // bytes); returns the bytes written.
+    size_t convert_rows(const std::vector<uint8_t> &raw, ggml_type src_t, const PendingTensor &p, size_t capacity, uint8_t *dst) {
+        const int64_t ne0 = p.ne[0];
+        const size_t src_row = ggml_row_size(src_t, ne0), dst_row = ggml_row_size(p.type, ne0);
+        const int64_t rows = (int64_t)(raw.size() / src_row);
+        if ((size_t)rows * dst_row > capacity) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(p.t));
+        if (src_t == p.type) {
+            std::memcpy(dst, raw.data(), raw.size());
+            return raw.size();
+        }
+        const int64_t chunk = std::max<int64_t>(1, (1 << 20) / ne0);
+        std::vector<float> f32((size_t)(chunk * ne0));
+        for (int64_t r = 0; r < rows; r += chunk) {
+            int64_t nr = std::min(chunk, rows - r);
+            const uint8_t *src = raw.data() + (size_t)r * src_row;
+            if (src_t == GGML_TYPE_F32) {
+                std::memcpy(f32.data(), src, (size_t)(nr * ne0) * sizeof(float));
+            } else {
+                ggml_get_type_traits(src_t)->to_float(src, f32.data(), nr * ne0);
+            }
+            uint8_t *out = dst + (size_t)r * dst_row;
+            if (p.type == GGML_TYPE_F32) {
+                std::memcpy(out, f32.data(), (size_t)(nr * ne0) * sizeof(float));
+            } else {
+                ggml_quantize_chunk(p.type, f32.data(), out, 0, nr, ne0, nullptr);
+            }
+        }
+        return (size_t)rows * dst_row;
     }
 
     void host_table(HostTable &ht, const std::string &name) {
@@ -483,6 +546,32 @@ class Loader {
 
 constexpr int GRAPH_SIZE = 1024;
 
+// w x, by kazetts' Q8_0 kernel when w is packed for it (I8), else by ggml
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w, ggml_tensor *x) {
+    return w->type == GGML_TYPE_I8 ? kz::q8::mul_mat(ctx, w, x) : ggml_mul_mat(ctx, w, x);
+}
+
+// The products of each part of `f` with x [ne0, n_tok]: views into one product when stacked.
+std::vector<ggml_tensor *> fused_mul_mat(ggml_context *ctx, const Fused &f, ggml_tensor *x) {
+    std::vector<ggml_tensor *> out;
+    if (f.w.size() > 1) {
+        for (ggml_tensor *w : f.w) out.push_back(mul_mat(ctx, w, x));
+        return out;
+    }
+    ggml_tensor *y = mul_mat(ctx, f.w[0], x);
+    size_t offset = 0;
+    for (int64_t r : f.rows) {
+        out.push_back(ggml_view_2d(ctx, y, r, y->ne[1], y->nb[1], offset));
+        offset += (size_t)r * y->nb[0];
+    }
+    return out;
+}
+
+// [n_heads * hd, n_tok] (possibly a view with a row stride) as [hd, n_heads, n_tok]
+ggml_tensor *heads(ggml_context *ctx, ggml_tensor *t, int hd) {
+    return ggml_view_3d(ctx, t, hd, t->ne[0] / hd, t->ne[1], (size_t)hd * t->nb[0], t->nb[1], 0);  // offset relative to t
+}
+
 void build_step(kz_code_predictor &m, Step &st, int s) {
     st.n_tok = s == 0 ? 2 : 1;
     st.pos0 = s == 0 ? 0 : s + 1;
@@ -501,7 +590,7 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
 
     ggml_tensor *x = st.inp;
     if (m.proj_w) {
-        x = ggml_mul_mat(ctx, m.proj_w, x);
+        x = mul_mat(ctx, m.proj_w, x);
         if (m.proj_b) x = ggml_add(ctx, x, m.proj_b);
     }
     const float kq_scale = 1.0f / std::sqrt((float)hd);
@@ -509,9 +598,8 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         const Layer &L = m.layers[il];
         ggml_tensor *h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln1);
 
-        ggml_tensor *q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, L.wq, h), hd, m.n_head, n_tok);
-        ggml_tensor *k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, L.wk, h), hd, m.n_head_kv, n_tok);
-        ggml_tensor *v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, L.wv, h), hd, m.n_head_kv, n_tok);
+        std::vector<ggml_tensor *> qkv = fused_mul_mat(ctx, L.qkv, h);
+        ggml_tensor *q = heads(ctx, qkv[0], hd), *k = heads(ctx, qkv[1], hd), *v = heads(ctx, qkv[2], hd);
         q = ggml_mul(ctx, ggml_rms_norm(ctx, q, m.eps), L.q_norm);
         k = ggml_mul(ctx, ggml_rms_norm(ctx, k, m.eps), L.k_norm);
         q = ggml_rope_ext(ctx, q, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
@@ -540,17 +628,16 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
         ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head]
         ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok);
-        x = ggml_add(ctx, x, ggml_mul_mat(ctx, L.wo, o));
+        x = ggml_add(ctx, x, mul_mat(ctx, L.wo, o));
 
         h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln2);
-        ggml_tensor *g = ggml_silu(ctx, ggml_mul_mat(ctx, L.gate, h));
-        ggml_tensor *u = ggml_mul_mat(ctx, L.up, h);
-        x = ggml_add(ctx, x, ggml_mul_mat(ctx, L.down, ggml_mul(ctx, g, u)));
+        std::vector<ggml_tensor *> gate_up = fused_mul_mat(ctx, L.gate_up, h);
+        x = ggml_add(ctx, x, mul_mat(ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1])));
     }
     if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
     x = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), m.output_norm);
-    ggml_tensor *head = ggml_view_2d(ctx, m.head, m.n_embd, m.vocab, m.head->nb[1], (size_t)s * m.head->nb[2]);
-    st.logits = ggml_mul_mat(ctx, head, x);
+    ggml_tensor *head = ggml_view_2d(ctx, m.head, m.head->ne[0], m.head->ne[1], m.head->nb[1], (size_t)s * m.head->nb[2]);
+    st.logits = mul_mat(ctx, head, x);
     ggml_set_output(st.logits);
     ggml_build_forward_expand(gf, st.logits);
     st.graph = gf;
@@ -646,6 +733,7 @@ kz_cp_params kz_cp_default_params(void) {
     kz_cp_params p;
     p.n_threads = 2;
     p.weight_type = KZ_CP_WEIGHTS_FILE;
+    p.kernels = KZ_CP_KERNELS_AUTO;
     return p;
 }
 
@@ -670,6 +758,9 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight_type " + std::to_string(p.weight_type));
         }
         if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        if (p.kernels != KZ_CP_KERNELS_AUTO && p.kernels != KZ_CP_KERNELS_GGML) {
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown kernels " + std::to_string(p.kernels));
+        }
         GgufFile gf;
         gf.path = path;
         gf.f = std::fopen(path, "rb");
@@ -682,7 +773,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
 
         ggml_cpu_init();
         std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
-        Loader(*m, gf, p.weight_type).run();
+        Loader(*m, gf, p).run();
         m->steps.resize(m->n_cb);
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
         set_threads(*m, p.n_threads);
@@ -721,6 +812,11 @@ int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out)
             for (int i = 0; i < E; i++) out[i] += cp->row_buf[i];
         }
     });
+}
+
+const char *kz_cp_kernel_name(const kz_code_predictor *cp) {
+    if (!cp) return "null handle";
+    return cp->q8_kernel ? "kazetts q8_0 avx512-vnni" : "ggml";
 }
 
 const char *kz_cp_last_error(const kz_code_predictor *cp) { return cp ? cp->last_error.c_str() : "null handle"; }

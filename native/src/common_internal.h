@@ -8,7 +8,7 @@
 
 #include "kazetts/common.h"
 
-#define KZ_ABI_VERSION 1
+#define KZ_ABI_VERSION 2
 
 namespace kz {
 

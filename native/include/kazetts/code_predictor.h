@@ -33,9 +33,18 @@ typedef enum kz_cp_weight_type {
     KZ_CP_WEIGHTS_Q4_0 = 4
 } kz_cp_weight_type;
 
+/* Matrix-vector kernels. AUTO: Q8_0 matrices use kazetts' own kernel where the CPU has it
+ * (x86-64 with AVX-512 VNNI; same integer block sums as ggml's, another float summation
+ * order), ggml's elsewhere. GGML: ggml's kernels only (for cross-checks). */
+typedef enum kz_cp_kernel_choice {
+    KZ_CP_KERNELS_AUTO = 0,
+    KZ_CP_KERNELS_GGML = 1
+} kz_cp_kernel_choice;
+
 typedef struct kz_cp_params {
     int32_t n_threads;    /* >= 1 */
     int32_t weight_type;  /* a kz_cp_weight_type */
+    int32_t kernels;      /* a kz_cp_kernel_choice */
 } kz_cp_params;
 
 /* Sampling of CB1..15, as Hugging Face generate with the reference's subtalker settings:
@@ -55,7 +64,7 @@ typedef struct kz_cp_sampling {
     uint64_t *rng_state;     /* optional, in/out */
 } kz_cp_sampling;
 
-/* Defaults: n_threads 2, weights as stored in the file. */
+/* Defaults: n_threads 2, weights as stored in the file, kernels AUTO. */
 KZ_API kz_cp_params kz_cp_default_params(void);
 /* Defaults: sampling with temperature 0.9, top-k 50, top-p 1.0 (the reference's). */
 KZ_API kz_cp_sampling kz_cp_default_sampling(void);
@@ -88,6 +97,10 @@ KZ_API int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden
 /* The summed embedding of 16 codes [CB0..CB15] without running the model (what
  * kz_cp_predict_frame writes to embedding_sum_out). */
 KZ_API int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out);
+
+/* Which kernel computes the quantized matrix products of this handle: "ggml" or
+ * "kazetts q8_0 avx512-vnni". Static string. */
+KZ_API const char *kz_cp_kernel_name(const kz_code_predictor *cp);
 
 /* The last error message of a call on this handle ("" if none); valid until the next call. */
 KZ_API const char *kz_cp_last_error(const kz_code_predictor *cp);

@@ -1,0 +1,176 @@
+// Q8_0 matrix x few-columns product on AVX-512 VNNI (see q8_matvec.h for why).
+//
+// Packed weights, per group of 4 rows (k = cols / 32 blocks, padded to kp, a multiple of 16;
+// padding blocks have scale 0 and quants 0):
+//   scales  [4][kp] fp16                   row r's block scales, contiguous
+//   quants  [kp / 2][4][64] u8             per pair of blocks, the 4 rows' 64 quants + 128
+// Packed activation column (one per input column, built by a graph node of its own):
+//   y       [kp * 32] s8                   ggml's Q8_0 quants of the column
+//   offset  [kp / 2][16] i32               -128 * (sum of the 4 quants under each VNNI lane)
+//   dy      [kp] f32                       ggml's Q8_0 block scales of the column
+// One VNNI lane then sums exactly the 4 products x*y ggml's own kernel sums in that lane:
+// (x + 128) * y summed, plus -128 * sum(y), in integers.
+#include "q8_matvec.h"
+
+#include "common_internal.h"
+
+#include "ggml.h"
+#include "ggml-cpu.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KZ_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+// GCC 12 flags the intrinsics' own _mm512_undefined_* placeholders when they are inlined
+// into a target-attribute function (a known false positive of the headers)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kz::q8 {
+
+namespace {
+
+constexpr int64_t QK = 32;                                          // values per Q8_0 block
+constexpr int64_t ROWS = 4;                                         // rows per packed group
+constexpr int64_t BLOCK_GROUP = 16;                                 // block scales per 512-bit vector
+constexpr int64_t GROUP_BYTES_PER_BLOCK = ROWS * (2 + QK);          // fp16 scale + quants, 4 rows
+
+struct BlockQ8 {  // ggml's block_q8_0
+    ggml_fp16_t d;
+    int8_t qs[QK];
+};
+static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
+
+int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
+
+int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
+
+// Custom op: packs each column of x (src[0], F32 [cols, n]) into dst (I8 [column_bytes, n]).
+void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *) {
+    const ggml_tensor *x = dst->src[0];
+    const int64_t cols = x->ne[0], k = cols / QK, kp = padded_blocks(cols);
+    const ggml_from_float_t quantize = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float;
+    for (int64_t c = ith; c < x->ne[1]; c += nth) {
+        const float *in = (const float *)((const char *)x->data + c * x->nb[1]);
+        uint8_t *col = (uint8_t *)dst->data + c * dst->nb[1];
+        int8_t *y = (int8_t *)col;
+        int32_t *offset = (int32_t *)(col + kp * QK);
+        float *dy = (float *)(col + 2 * kp * QK);
+        std::memset(col, 0, (size_t)column_bytes(cols));
+        for (int64_t b = 0; b < k; b++) {
+            BlockQ8 blk;
+            quantize(in + b * QK, &blk, QK);
+            std::memcpy(y + b * QK, blk.qs, QK);
+            dy[b] = ggml_fp16_to_fp32(blk.d);
+            for (int lane = 0; lane < QK / 4; lane++) {
+                const int8_t *q = blk.qs + 4 * lane;
+                offset[b * (QK / 4) + lane] = -128 * (q[0] + q[1] + q[2] + q[3]);
+            }
+        }
+    }
+}
+
+#if defined(__x86_64__)
+// out[r] = row r of the group . the packed column, r = 0..3
+KZ_AVX512_VNNI void group_dot(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+    const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
+    const uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
+    const uint8_t *y = col;
+    const uint8_t *offset = col + kp * QK;
+    const float *dy = (const float *)(col + 2 * kp * QK);
+    const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[ROWS];
+    for (auto &a : acc) a = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < kp; b0 += BLOCK_GROUP) {
+        const __m512 d = _mm512_loadu_ps(dy + b0);
+        __m512 s[ROWS];
+        for (int r = 0; r < ROWS; r++) {
+            s[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + r * kp + b0))), d);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < BLOCK_GROUP / 2; j++) {
+            const int64_t pair = b0 / 2 + j;
+            const __m512i yv = _mm512_loadu_si512(y + pair * 64);
+            const __m512i off = _mm512_loadu_si512(offset + pair * 64);
+            const __m512i idx = _mm512_add_epi32(halves, _mm512_set1_epi32(2 * j));
+            const uint8_t *w = quants + pair * ROWS * 64;
+            for (int r = 0; r < ROWS; r++) {
+                const __m512i sum = _mm512_dpbusd_epi32(off, _mm512_loadu_si512(w + r * 64), yv);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, s[r]), acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < ROWS; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+#endif
+
+// Custom op: dst[rows, n] = W (src[0], packed) x columns (src[1], packed); groups split by thread.
+void matvec_op(ggml_tensor *dst, int ith, int nth, void *) {
+#if defined(__x86_64__)
+    const ggml_tensor *w = dst->src[0], *cols = dst->src[1];
+    const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK;
+    const int64_t groups = w->ne[1];
+    const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t *group = (const uint8_t *)w->data + g * w->nb[1];
+        for (int64_t c = 0; c < cols->ne[1]; c++) {
+            float *out = (float *)((char *)dst->data + c * dst->nb[1]) + g * ROWS;
+            group_dot(group, kp, (const uint8_t *)cols->data + c * cols->nb[1], out);
+        }
+    }
+#else
+    (void)dst, (void)ith, (void)nth;
+#endif
+}
+
+}  // namespace
+
+bool available() {
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+bool fits(int64_t cols, int64_t rows) { return cols > 0 && cols % QK == 0 && rows > 0 && rows % ROWS == 0; }
+
+int64_t group_bytes(int64_t cols) { return padded_blocks(cols) * GROUP_BYTES_PER_BLOCK; }
+
+void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst) {
+    const int64_t k = cols / QK, kp = padded_blocks(cols), gb = group_bytes(cols);
+    const BlockQ8 *src = (const BlockQ8 *)q8_0_rows;
+    for (int64_t g = 0; g < rows / ROWS; g++) {
+        uint8_t *group = dst + g * gb;
+        ggml_fp16_t *scales = (ggml_fp16_t *)group;
+        uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
+        std::memset(group, 0, (size_t)(ROWS * kp) * sizeof(ggml_fp16_t));
+        std::memset(quants, 0x80, (size_t)(gb - ROWS * kp * (int64_t)sizeof(ggml_fp16_t)));
+        for (int64_t r = 0; r < ROWS; r++) {
+            const BlockQ8 *row = src + (g * ROWS + r) * k;
+            for (int64_t b = 0; b < k; b++) {
+                scales[r * kp + b] = row[b].d;
+                uint8_t *q = quants + ((b / 2) * ROWS + r) * 64 + (b % 2) * QK;
+                for (int64_t i = 0; i < QK; i++) q[i] = (uint8_t)(row[b].qs[i] + 128);
+            }
+        }
+    }
+}
+
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x) {
+    const int64_t cols = x->ne[0];
+    if (w_packed->type != GGML_TYPE_I8 || w_packed->ne[0] != group_bytes(cols) || x->type != GGML_TYPE_F32 ||
+        x->nb[0] != sizeof(float)) {
+        throw Error(KZ_ERR_STATE, "q8::mul_mat: operands do not match");
+    }
+    ggml_tensor *x_arg[1] = {x};
+    ggml_tensor *packed = ggml_custom_4d(ctx, GGML_TYPE_I8, column_bytes(cols), x->ne[1], 1, 1, x_arg, 1, pack_columns_op,
+                                         GGML_N_TASKS_MAX, nullptr);
+    ggml_tensor *args[2] = {w_packed, packed};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, w_packed->ne[1] * ROWS, x->ne[1], 1, 1, args, 2, matvec_op, GGML_N_TASKS_MAX,
+                          nullptr);
+}
+
+}  // namespace kz::q8
