@@ -18,7 +18,7 @@ import numpy as np
 
 from . import native
 
-WEIGHT_TYPES = {None: 0, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
+WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
 KERNELS = {"auto": 0, "ggml": 1}
 
 
@@ -69,8 +69,10 @@ def _ptr(a: np.ndarray, ctype):
 class CodePredictor(native.NativeHandle):
     """The native code predictor loaded from an mmproj GGUF.
 
-    ``weights``: None/"file" keeps the file's types; "f32", "f16", "q8_0", "q4_0" convert the
-    decoder and head weights at load time (an F16 ffn_down is always kept in F32).
+    ``weights``: None/"auto" keeps the file's types, except that an F32 ffn_down beside
+    quantized layers takes their type (llama.cpp's converter writes ffn_down in F32 for F16's
+    range); "file" keeps them all; "f32", "f16", "q8_0", "q4_0" convert the decoder and head
+    weights at load time (an F16 ffn_down is always kept in F32).
     ``kernels``: "auto" lets Q8_0 matrices use kazetts' own kernel where the CPU has it,
     "ggml" keeps ggml's kernels (cross-checks); ``kernel_name`` says which one runs."""
 
@@ -78,7 +80,7 @@ class CodePredictor(native.NativeHandle):
 
     def __init__(self, mmproj_path, threads: int = 2, weights: str | None = None, kernels: str = "auto"):
         if weights not in WEIGHT_TYPES:
-            raise ValueError(f"unknown weight type {weights!r}: choose one of f32, f16, q8_0, q4_0")
+            raise ValueError(f"unknown weight type {weights!r}: choose one of auto, file, f32, f16, q8_0, q4_0")
         if kernels not in KERNELS:
             raise ValueError(f"unknown kernels {kernels!r}: choose auto or ggml")
         self._lib = _lib()

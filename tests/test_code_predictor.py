@@ -233,6 +233,23 @@ def test_f16_ffn_down_never_overflows(mmproj, tmp_path):
     assert np.isfinite(l16).all()
     print(f"F16 weights, FFN activations > 65504: min cosine vs F32 {min(_cos(a, b) for a, b in zip(l16, l32)):.6f}")
     assert min(_cos(a, b) for a, b in zip(l16, l32)) > 0.999
+    # the rule itself, whatever this CPU's F16 kernels do with large inputs: the F16 ffn_down
+    # computes exactly as the same values stored in F32 do
+    widened = {n: a.astype(np.float16).astype(np.float32) if n.endswith("ffn_down.weight") else a for n, a in big.items()}
+    mixed = CodePredictor(_write(tmp_path / "mixed.gguf", widened, kv, f16=True, keep_f32=("ffn_down.weight",)), threads=1)
+    assert np.array_equal(mixed.predict(h, cb0, return_logits=True)[2], l16)
+
+
+def test_auto_weights_quantize_the_converters_f32_ffn_down(mmproj):
+    """llama.cpp's converter (and so ours) writes ffn_down in F32 even in a Q8_0 file; the
+    default ("auto") gives it the layers' Q8_0, exactly as converting it at load does."""
+    _, arrays, key = _case("cv_english_stream")
+    path = mmproj(*key, "q8_0")
+    h, cb0 = arrays["talker_hidden"][0], int(arrays["codes"][0, 0])
+    logits = {w: CodePredictor(path, threads=1, weights=w).predict(h, cb0, return_logits=True)[2]
+              for w in (None, "q8_0", "file")}
+    assert np.array_equal(logits[None], logits["q8_0"])
+    assert not np.array_equal(logits[None], logits["file"])
 
 
 def test_threads_and_two_handles_are_independent(mmproj):
@@ -287,14 +304,15 @@ def _read(path):
     return tensors, kv
 
 
-def _write(path, tensors, kv, f16=False):
+def _write(path, tensors, kv, f16=False, keep_f32=()):
+    """A code predictor GGUF; `f16`: matrices in F16 except names ending in `keep_f32`."""
     import gguf
     w = gguf.GGUFWriter(str(path), "clip")
     for k, v in kv.items():
         (w.add_float32 if isinstance(v, float) else w.add_uint32)(k, v)
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr, np.float32)
-        if f16 and arr.ndim >= 2 and "norm" not in name:
+        if f16 and arr.ndim >= 2 and "norm" not in name and not name.endswith(tuple(keep_f32)):
             arr = arr.astype(np.float16)
         w.add_tensor(name, arr)
     w.write_header_to_file()

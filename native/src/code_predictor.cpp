@@ -276,6 +276,7 @@ class Loader {
     int wt_;
     ggml_backend_buffer_type_t repack_;  // null: no repacking
     bool q8_;                            // Q8_0 matrices go to kazetts' own kernel
+    ggml_type layer_type_ = GGML_TYPE_F32;  // AUTO: the type an F32 ffn_down takes (see the header)
     std::vector<PendingTensor> pending_;
 
     void hparams() {
@@ -317,6 +318,8 @@ class Loader {
             throw Error(KZ_ERR_FORMAT, gf_.path + ": inconsistent code predictor hyperparameters");
         }
         m_.has_proj = find(gf_, std::string(P) + "proj_in.weight", false) >= 0;
+        ggml_type q_t = gguf_get_tensor_type(gf_.g, find(gf_, b0 + "attn_q.weight"));
+        if (ggml_is_quantized(q_t)) layer_type_ = q_t;
         m_.n_ctx = m_.n_cb + 1;
     }
 
@@ -368,10 +371,13 @@ class Loader {
     ggml_type matrix_type(const std::string &name, int64_t id) {
         ggml_type file_t = gguf_get_tensor_type(gf_.g, id);
         ggml_type t = override_type(wt_);
+        const std::string down_suffix = "ffn_down.weight";
+        bool down = name.size() >= down_suffix.size() &&
+                    name.compare(name.size() - down_suffix.size(), down_suffix.size(), down_suffix) == 0;
         if (t == GGML_TYPE_COUNT) t = file_t;
+        if (wt_ == KZ_CP_WEIGHTS_AUTO && down && file_t == GGML_TYPE_F32) t = layer_type_;
         const int64_t ne0 = ne_of(gf_, id)[0];
         if (ggml_blck_size(t) > 1 && ne0 % ggml_blck_size(t) != 0) t = GGML_TYPE_F32;
-        bool down = name.size() >= 16 && name.compare(name.size() - 16, 16, "ffn_down.weight") == 0;
         if (down && (t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)) t = GGML_TYPE_F32;  // F16 overflow trap
         // ARM with half-precision arithmetic: ggml sums F16 products in F16, which flips greedy
         // codes against the reference (and could overflow); there F16 weights are kept in F32
@@ -732,7 +738,7 @@ int guarded(kz_code_predictor *cp, F &&fn) {
 kz_cp_params kz_cp_default_params(void) {
     kz_cp_params p;
     p.n_threads = 2;
-    p.weight_type = KZ_CP_WEIGHTS_FILE;
+    p.weight_type = KZ_CP_WEIGHTS_AUTO;
     p.kernels = KZ_CP_KERNELS_AUTO;
     return p;
 }
@@ -754,7 +760,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
     return kz::run_guarded([&] {
         if (!path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "path and out must not be NULL");
         kz_cp_params p = params ? *params : kz_cp_default_params();
-        if (p.weight_type < KZ_CP_WEIGHTS_FILE || p.weight_type > KZ_CP_WEIGHTS_Q4_0) {
+        if (p.weight_type < KZ_CP_WEIGHTS_FILE || p.weight_type > KZ_CP_WEIGHTS_AUTO) {
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight_type " + std::to_string(p.weight_type));
         }
         if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");

@@ -135,9 +135,9 @@ void check_quantized(const GoldenCase &c, Report &report) {
         double min_ratio;
     };
     const Variant variants[] = {
-        {"q8_0 file", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_FILE, QUANT_MIN_AGREEMENT},
+        {"q8_0 file", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_AUTO, QUANT_MIN_AGREEMENT},
         {"q8_0 at load", c.get("mmproj"), KZ_CP_WEIGHTS_Q8_0, QUANT_MIN_AGREEMENT},
-        {"f16 file", c.get("mmproj_f16"), KZ_CP_WEIGHTS_FILE, F16_MIN_AGREEMENT},
+        {"f16 file", c.get("mmproj_f16"), KZ_CP_WEIGHTS_AUTO, F16_MIN_AGREEMENT},
         {"f16 at load", c.get("mmproj"), KZ_CP_WEIGHTS_F16, F16_MIN_AGREEMENT},
     };
     for (const Variant &v : variants) {

@@ -20,7 +20,11 @@ extern "C" {
 typedef struct kz_code_predictor kz_code_predictor;
 
 /* Weight type of the decoder layers and the 15 output heads, converted at load time.
- * KZ_CP_WEIGHTS_FILE keeps the types stored in the file. Whatever is asked, ffn_down is never
+ * KZ_CP_WEIGHTS_FILE keeps the types stored in the file. KZ_CP_WEIGHTS_AUTO (the default) too,
+ * except for an F32 ffn_down beside block-quantized layer matrices (Q8_0, Q4_0, K-quants...):
+ * it takes their type. llama.cpp's converter stores ffn_down in F32 in every file because
+ * its input exceeds the F16 range; quantized types have no such limit, and an F32 ffn_down is
+ * ~40% of what a Q8_0 step reads. Whatever is asked, ffn_down is never
  * kept in F16 (its input exceeds the F16 range, ~1.5e5): an F16 ffn_down becomes F32; on CPUs
  * where ggml sums F16 products in half precision (ARMv8.2+ fp16 arithmetic) no weight is kept
  * in F16 at all (F32 instead: half-precision sums flip greedy codes). Norms stay F32; the input
@@ -30,7 +34,8 @@ typedef enum kz_cp_weight_type {
     KZ_CP_WEIGHTS_F32 = 1,
     KZ_CP_WEIGHTS_F16 = 2,
     KZ_CP_WEIGHTS_Q8_0 = 3,
-    KZ_CP_WEIGHTS_Q4_0 = 4
+    KZ_CP_WEIGHTS_Q4_0 = 4,
+    KZ_CP_WEIGHTS_AUTO = 5
 } kz_cp_weight_type;
 
 /* Matrix-vector kernels. AUTO: Q8_0 matrices use kazetts' own kernel where the CPU has it
@@ -64,7 +69,7 @@ typedef struct kz_cp_sampling {
     uint64_t *rng_state;     /* optional, in/out */
 } kz_cp_sampling;
 
-/* Defaults: n_threads 2, weights as stored in the file, kernels AUTO. */
+/* Defaults: n_threads 2, weights AUTO, kernels AUTO. */
 KZ_API kz_cp_params kz_cp_default_params(void);
 /* Defaults: sampling with temperature 0.9, top-k 50, top-p 1.0 (the reference's). */
 KZ_API kz_cp_sampling kz_cp_default_sampling(void);
