@@ -19,7 +19,7 @@ import numpy as np
 from . import native
 
 WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
-KERNELS = {"auto": 0, "ggml": 1}
+KERNELS = {"auto": 0, "ggml": 1, "avx2": 2, "avx512-vnni": 3}
 
 
 class _Params(ctypes.Structure):
@@ -73,8 +73,9 @@ class CodePredictor(native.NativeHandle):
     quantized layers takes their type (llama.cpp's converter writes ffn_down in F32 for F16's
     range); "file" keeps them all; "f32", "f16", "q8_0", "q4_0" convert the decoder and head
     weights at load time (an F16 ffn_down is always kept in F32).
-    ``kernels``: "auto" lets Q8_0 matrices use kazetts' own kernel where the CPU has it,
-    "ggml" keeps ggml's kernels (cross-checks); ``kernel_name`` says which one runs."""
+    ``kernels``: "auto" lets Q8_0 matrices use kazetts' own kernel on x86-64 (AVX-512 VNNI,
+    else AVX2), "ggml" keeps ggml's, "avx2" / "avx512-vnni" ask for that kernel (cross-checks);
+    ``kernel_name`` says which one runs."""
 
     _free_name, _last_error_name = "kz_cp_free", "kz_cp_last_error"
 
@@ -82,7 +83,7 @@ class CodePredictor(native.NativeHandle):
         if weights not in WEIGHT_TYPES:
             raise ValueError(f"unknown weight type {weights!r}: choose one of auto, file, f32, f16, q8_0, q4_0")
         if kernels not in KERNELS:
-            raise ValueError(f"unknown kernels {kernels!r}: choose auto or ggml")
+            raise ValueError(f"unknown kernels {kernels!r}: choose one of {', '.join(KERNELS)}")
         self._lib = _lib()
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()

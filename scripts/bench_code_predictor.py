@@ -7,7 +7,8 @@ an F32 mmproj holding only the code predictor tensors, then times the native cod
 (greedy, one frame = 2-token prefill + 14 steps) with weights converted at load time to F32,
 F16, Q8_0 and Q4_0, at each thread count, with the share of greedy codes each type keeps of
 F32's on the same inputs (F32 is the reference's codes, see the goldens), and the kernel used
-(a type that runs on kazetts' own kernel is timed on ggml's too, as ``<type>/ggml``); and the reference (``talker.code_predictor.generate``
+(a type that runs on a kazetts kernel is also timed on the other kernels the CPU runs, as
+``<type>/<kernel>``); and the reference (``talker.code_predictor.generate``
 as ``Qwen3TTSForConditionalGeneration`` calls it, float32, greedy) in the reference environment
 on the same weights and thread counts, printing the ratios.
 
@@ -51,6 +52,17 @@ def bench_native(mmproj, weights, threads, frames, kernels="auto"):
         times.append(time.perf_counter() - t0)
     cp.close()
     return 1000 * float(np.median(times)), np.array(codes), kernel
+
+
+def cpu_runs(mmproj, kernels: str) -> bool:
+    """Whether this CPU runs the code predictor's `kernels` (loading fails if it does not)."""
+    from kazetts.code_predictor import CodePredictor
+    from kazetts.native import NativeError
+    try:
+        CodePredictor(mmproj, threads=1, weights="q8_0", kernels=kernels).close()
+        return True
+    except NativeError:
+        return False
 
 
 def ref_worker(ck: str, threads: int, frames: int):
@@ -109,8 +121,10 @@ def main():
             if w == "f32":
                 f32_codes = codes
             runs = [(w, ms, codes, kernel)]
-            if kernel != "ggml":  # the same type on ggml's kernels, for the kernel's own gain
-                runs.append((f"{w}/ggml", *bench_native(mm, w, t, a.frames, kernels="ggml")))
+            if kernel != "ggml":  # the same type on the other kernels this CPU runs, for each one's gain
+                for other in ("ggml", "avx2", "avx512-vnni"):
+                    if not kernel.endswith(other) and cpu_runs(mm, other):
+                        runs.append((f"{w}/{other}", *bench_native(mm, w, t, a.frames, kernels=other)))
             for label, ms, codes, kernel in runs:
                 rows.append((t, label, ms, ref))
                 ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"

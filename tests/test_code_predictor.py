@@ -170,30 +170,39 @@ def test_quantized_weights_long_case(mmproj):
     assert results["f16 at load"][0] >= Q8_MIN_AGREEMENT
 
 
-def _cpu_has_q8_kernel_features() -> bool:
-    """Whether /proc/cpuinfo lists what kazetts' Q8_0 kernel needs (AVX-512 F, BW, VNNI)."""
+KERNEL_FLAGS = {"avx512-vnni": {"avx512f", "avx512bw", "avx512_vnni"}, "avx2": {"avx2", "fma", "f16c"}}
+
+
+def _cpu_flags() -> set[str]:
     try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        return set(next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split())
     except (OSError, StopIteration):
-        return False
-    return {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags)
+        return set()
 
 
-def test_q8_kernel_against_ggml_kernel(mmproj):
-    """kazetts' Q8_0 kernel against ggml's on the long case, same Q8_0 file.
+def test_auto_kernel_is_the_fastest_the_cpu_has(mmproj):
+    _, _, key = _case("long_window")
+    name = CodePredictor(mmproj(*key, "q8_0"), threads=1).kernel_name
+    have = [k for k, flags in KERNEL_FLAGS.items() if flags <= _cpu_flags()]
+    assert name == (f"kazetts q8_0 {have[0]}" if have else "ggml")
 
-    Both compute the same integer block sums from the same quantized activations; only the
-    float summation order differs (~1e-7 relative). That difference can move an activation
-    across a Q8_0 rounding boundary in a later layer, which changes the logits by about the
-    Q8_0 noise, so: every frame's first-step logits stay within the Q8_0 noise of each other,
-    and every code difference starts at a near-tie."""
+
+@pytest.mark.parametrize("kernel", list(KERNEL_FLAGS))
+def test_q8_kernel_against_ggml_kernel(mmproj, kernel):
+    """kazetts' Q8_0 kernels against ggml's on the long case, same Q8_0 file.
+
+    Both compute the same integer block sums from the same quantized activations. The AVX2
+    kernel also adds them up in ggml's float order: bit-identical logits. The AVX-512 kernel
+    sums two blocks per vector, another float order (~1e-7 relative); that can move an
+    activation across a Q8_0 rounding boundary in a later layer, which changes the logits by
+    about the Q8_0 noise, so: first-step logits within the noise on every frame and equal to
+    float rounding on most, every code difference starting at a near-tie."""
+    if not KERNEL_FLAGS[kernel] <= _cpu_flags():
+        pytest.skip(f"this CPU lacks {kernel}: kazetts' {kernel} Q8_0 kernel cannot run here")
     _, arrays, key = _case("long_window")
     path = mmproj(*key, "q8_0")
-    ours = CodePredictor(path, threads=2)
-    if not _cpu_has_q8_kernel_features():
-        assert ours.kernel_name == "ggml"
-        pytest.skip("this CPU lacks AVX-512 VNNI: kazetts' Q8_0 kernel is not used here (ggml's is)")
-    assert ours.kernel_name == "kazetts q8_0 avx512-vnni"
+    ours = CodePredictor(path, threads=2, kernels=kernel)
+    assert ours.kernel_name == f"kazetts q8_0 {kernel}"
     theirs = CodePredictor(path, threads=2, kernels="ggml")
     assert theirs.kernel_name == "ggml"
     codes, hidden = arrays["codes"], arrays["talker_hidden"]
@@ -201,6 +210,8 @@ def test_q8_kernel_against_ggml_kernel(mmproj):
     for f in range(codes.shape[0]):
         a, _, la = ours.predict(hidden[f], int(codes[f, 0]), return_logits=True)
         b, _, lb = theirs.predict(hidden[f], int(codes[f, 0]), return_logits=True)
+        if kernel == "avx2":
+            assert np.array_equal(a, b) and np.array_equal(la, lb), f
         step0 = float(np.abs(la[0] - lb[0]).max())
         exact_frames += step0 < 1e-5
         assert step0 < 0.1, (f, step0)
@@ -210,8 +221,8 @@ def test_q8_kernel_against_ggml_kernel(mmproj):
             g = int(diff[0])
             top = np.sort(lb[g])[-2:]
             assert top[1] - top[0] <= 2 * float(np.abs(la[g] - lb[g]).max()), (f, g)
-    print(f"long_window q8_0, kazetts kernel vs ggml's: {100 * same / codes[:, 1:].size:.2f}% of codes identical, "
-          f"first-step logits within 1e-5 on {exact_frames}/{codes.shape[0]} frames")
+    print(f"long_window q8_0, kazetts {kernel} kernel vs ggml's: {100 * same / codes[:, 1:].size:.2f}% of codes "
+          f"identical, first-step logits within 1e-5 on {exact_frames}/{codes.shape[0]} frames")
     assert exact_frames >= codes.shape[0] // 2
 
 
@@ -374,8 +385,12 @@ def test_bad_files_are_errors_not_crashes(mmproj, tmp_path):
         CodePredictor(src, weights="q5_k")
 
 
-def test_bad_calls_are_errors(mmproj):
+def test_bad_calls_are_errors(mmproj, monkeypatch):
     _, arrays, key = _case("cv_english_stream")
+    with pytest.raises(ValueError, match="unknown kernels"):
+        CodePredictor(mmproj(*key, "f32"), kernels="fast")
+    monkeypatch.setitem(cp_mod.KERNELS, "bogus", 99)  # past the Python check: the native one
+    assert "unknown kernels 99" in str(_load_error(mmproj(*key, "f32"), kernels="bogus"))
     cp = CodePredictor(mmproj(*key, "f32"), threads=1)
     h = arrays["talker_hidden"][0]
     with pytest.raises(NativeError, match="cb0 3072 out of range"):

@@ -11,9 +11,10 @@
 // the KV cache live in CPU backend buffers owned by the handle; the decoder layers' quantized
 // matrices go to ggml's CPU_REPACK buffer where its kernels take them (Q4_0 on AVX2, Q4_0/Q8_0
 // on ARM dotprod/i8mm): rows interleaved so one pass of the matrix-vector product reads several
-// rows at once, which is what this bandwidth-bound stage needs. On x86 CPUs with AVX-512 VNNI,
-// Q8_0 matrices (layers and heads) are packed for kazetts' own kernel instead (q8_matvec.h),
-// ggml having no x86 repacking for Q8_0. q/k/v and gate/up are stacked into one matrix each.
+// rows at once, which is what this bandwidth-bound stage needs. On x86-64 (AVX-512 VNNI or
+// AVX2) Q8_0 matrices (layers and heads) are packed for kazetts' own kernels instead
+// (q8_matvec.h), ggml having no x86 repacking for Q8_0. q/k/v and gate/up are stacked into one
+// matrix each.
 #include "kazetts/code_predictor.h"
 
 #include "common_internal.h"
@@ -92,7 +93,8 @@ struct kz_code_predictor {
     int vocab = 0, n_cb = 0, cb0_vocab = 0, n_ctx = 0;
     float rope_theta = 1e6f, eps = 1e-6f;
     bool has_proj = false;
-    bool q8_kernel = false;  // some Q8_0 matrices are packed for kazetts' own kernel
+    kz::q8::Isa q8_isa = kz::q8::Isa::none;  // kazetts' Q8_0 kernel asked for (none: ggml's)
+    std::string kernel_name = "ggml";        // the kernel the quantized products run on
 
     ggml_context *wctx = nullptr, *rctx = nullptr;      // plain weights + KV cache; repacked matrices
     ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
@@ -260,7 +262,7 @@ class Loader {
   public:
     Loader(kz_code_predictor &m, GgufFile &gf, const kz_cp_params &p)
         : m_(m), gf_(gf), wt_(p.weight_type), repack_(repack_buffer_type()),
-          q8_(p.kernels == KZ_CP_KERNELS_AUTO && kz::q8::available()) {}
+          q8_(m.q8_isa != kz::q8::Isa::none) {}
 
     void run() {
         hparams();
@@ -399,7 +401,8 @@ class Loader {
                        std::vector<int64_t> ids) {
         PendingTensor p{nullptr, std::move(ids), t, {ne[0], ne[1], ne[2], ne[3]}, false};
         if (matrix && q8_ && t == GGML_TYPE_Q8_0 && ne[3] == 1 && kz::q8::fits(ne[0], ne[1])) {
-            p.packed = m_.q8_kernel = true;
+            p.packed = true;
+            m_.kernel_name = std::string("kazetts q8_0 ") + kz::q8::isa_name(m_.q8_isa);
             p.t = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_I8, kz::q8::group_bytes(ne[0]), ne[1] / 4, ne[2]);
         } else {
             ggml_context *ctx = layer_matrix && repack_ && takes_weight(repack_, t, ne[0], ne[1]) ? m_.rctx : m_.wctx;
@@ -553,18 +556,18 @@ class Loader {
 constexpr int GRAPH_SIZE = 1024;
 
 // w x, by kazetts' Q8_0 kernel when w is packed for it (I8), else by ggml
-ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w, ggml_tensor *x) {
-    return w->type == GGML_TYPE_I8 ? kz::q8::mul_mat(ctx, w, x) : ggml_mul_mat(ctx, w, x);
+ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x) {
+    return w->type == GGML_TYPE_I8 ? kz::q8::mul_mat(ctx, w, x, m.q8_isa) : ggml_mul_mat(ctx, w, x);
 }
 
 // The products of each part of `f` with x [ne0, n_tok]: views into one product when stacked.
-std::vector<ggml_tensor *> fused_mul_mat(ggml_context *ctx, const Fused &f, ggml_tensor *x) {
+std::vector<ggml_tensor *> fused_mul_mat(const kz_code_predictor &m, ggml_context *ctx, const Fused &f, ggml_tensor *x) {
     std::vector<ggml_tensor *> out;
     if (f.w.size() > 1) {
-        for (ggml_tensor *w : f.w) out.push_back(mul_mat(ctx, w, x));
+        for (ggml_tensor *w : f.w) out.push_back(mul_mat(m, ctx, w, x));
         return out;
     }
-    ggml_tensor *y = mul_mat(ctx, f.w[0], x);
+    ggml_tensor *y = mul_mat(m, ctx, f.w[0], x);
     size_t offset = 0;
     for (int64_t r : f.rows) {
         out.push_back(ggml_view_2d(ctx, y, r, y->ne[1], y->nb[1], offset));
@@ -596,7 +599,7 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
 
     ggml_tensor *x = st.inp;
     if (m.proj_w) {
-        x = mul_mat(ctx, m.proj_w, x);
+        x = mul_mat(m, ctx, m.proj_w, x);
         if (m.proj_b) x = ggml_add(ctx, x, m.proj_b);
     }
     const float kq_scale = 1.0f / std::sqrt((float)hd);
@@ -604,7 +607,7 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         const Layer &L = m.layers[il];
         ggml_tensor *h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln1);
 
-        std::vector<ggml_tensor *> qkv = fused_mul_mat(ctx, L.qkv, h);
+        std::vector<ggml_tensor *> qkv = fused_mul_mat(m, ctx, L.qkv, h);
         ggml_tensor *q = heads(ctx, qkv[0], hd), *k = heads(ctx, qkv[1], hd), *v = heads(ctx, qkv[2], hd);
         q = ggml_mul(ctx, ggml_rms_norm(ctx, q, m.eps), L.q_norm);
         k = ggml_mul(ctx, ggml_rms_norm(ctx, k, m.eps), L.k_norm);
@@ -634,16 +637,16 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
         ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head]
         ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok);
-        x = ggml_add(ctx, x, mul_mat(ctx, L.wo, o));
+        x = ggml_add(ctx, x, mul_mat(m, ctx, L.wo, o));
 
         h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln2);
-        std::vector<ggml_tensor *> gate_up = fused_mul_mat(ctx, L.gate_up, h);
-        x = ggml_add(ctx, x, mul_mat(ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1])));
+        std::vector<ggml_tensor *> gate_up = fused_mul_mat(m, ctx, L.gate_up, h);
+        x = ggml_add(ctx, x, mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1])));
     }
     if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
     x = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), m.output_norm);
     ggml_tensor *head = ggml_view_2d(ctx, m.head, m.head->ne[0], m.head->ne[1], m.head->nb[1], (size_t)s * m.head->nb[2]);
-    st.logits = mul_mat(ctx, head, x);
+    st.logits = mul_mat(m, ctx, head, x);
     ggml_set_output(st.logits);
     ggml_build_forward_expand(gf, st.logits);
     st.graph = gf;
@@ -722,6 +725,21 @@ void predict(kz_code_predictor &m, const float *hidden, int32_t cb0, const kz_cp
     if (emb_sum) std::memcpy(emb_sum, m.sum_buf.data(), (size_t)E * sizeof(float));
 }
 
+// The kazetts Q8_0 kernel a kz_cp_kernel_choice asks for (none: ggml's kernels).
+kz::q8::Isa q8_kernel(int32_t choice) {
+    using kz::q8::Isa;
+    Isa isa;
+    switch (choice) {
+        case KZ_CP_KERNELS_AUTO: return kz::q8::best_isa();
+        case KZ_CP_KERNELS_GGML: return Isa::none;
+        case KZ_CP_KERNELS_AVX2: isa = Isa::avx2; break;
+        case KZ_CP_KERNELS_AVX512_VNNI: isa = Isa::avx512_vnni; break;
+        default: throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown kernels " + std::to_string(choice));
+    }
+    if (!kz::q8::supports(isa)) throw Error(KZ_ERR_INVALID_ARGUMENT, std::string("this CPU cannot run the ") + kz::q8::isa_name(isa) + " kernel");
+    return isa;
+}
+
 template <typename F>
 int guarded(kz_code_predictor *cp, F &&fn) {
     if (!cp) return KZ_ERR_INVALID_ARGUMENT;
@@ -764,9 +782,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight_type " + std::to_string(p.weight_type));
         }
         if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
-        if (p.kernels != KZ_CP_KERNELS_AUTO && p.kernels != KZ_CP_KERNELS_GGML) {
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown kernels " + std::to_string(p.kernels));
-        }
+
         GgufFile gf;
         gf.path = path;
         gf.f = std::fopen(path, "rb");
@@ -779,6 +795,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
 
         ggml_cpu_init();
         std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
+        m->q8_isa = q8_kernel(p.kernels);
         Loader(*m, gf, p).run();
         m->steps.resize(m->n_cb);
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
@@ -822,7 +839,7 @@ int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out)
 
 const char *kz_cp_kernel_name(const kz_code_predictor *cp) {
     if (!cp) return "null handle";
-    return cp->q8_kernel ? "kazetts q8_0 avx512-vnni" : "ggml";
+    return cp->kernel_name.c_str();
 }
 
 const char *kz_cp_last_error(const kz_code_predictor *cp) { return cp ? cp->last_error.c_str() : "null handle"; }

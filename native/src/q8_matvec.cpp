@@ -1,4 +1,4 @@
-// Q8_0 matrix x few-columns product on AVX-512 VNNI (see q8_matvec.h for why).
+// Q8_0 matrix x few-columns product on AVX-512 VNNI or AVX2 (see q8_matvec.h for why).
 //
 // Packed weights, per group of 4 rows (k = cols / 32 blocks, padded to kp, a multiple of 16;
 // padding blocks have scale 0 and quants 0):
@@ -22,6 +22,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define KZ_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define KZ_AVX2 __attribute__((target("avx2,fma,f16c")))
 // GCC 12 flags the intrinsics' own _mm512_undefined_* placeholders when they are inlined
 // into a target-attribute function (a known false positive of the headers)
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -73,8 +74,8 @@ void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *) {
 }
 
 #if defined(__x86_64__)
-// out[r] = row r of the group . the packed column, r = 0..3
-KZ_AVX512_VNNI void group_dot(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+// out[r] = row r of the group . the packed column, r = 0..3: a pair of blocks per VNNI product
+KZ_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
     const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
     const uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
     const uint8_t *y = col;
@@ -104,11 +105,50 @@ KZ_AVX512_VNNI void group_dot(const uint8_t *group, int64_t kp, const uint8_t *c
     }
     for (int r = 0; r < ROWS; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
+
+// The same on AVX2: one block per product, the quants' sign moved onto y so that the unsigned x
+// signed byte product cannot saturate (as ggml's AVX2 kernel does); the offset is not needed.
+KZ_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+    const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
+    const uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
+    const uint8_t *y = col;
+    const float *dy = (const float *)(col + 2 * kp * QK);
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 acc[ROWS];
+    for (auto &a : acc) a = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < kp; b0 += 8) {
+        const __m256 d = _mm256_loadu_ps(dy + b0);
+        __m256 s[ROWS];
+        for (int r = 0; r < ROWS; r++) {
+            s[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + r * kp + b0))), d);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = b0 + j;
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y + b * QK));
+            const __m256i idx = _mm256_set1_epi32(j);
+            const uint8_t *w = quants + (b / 2) * ROWS * 64 + (b % 2) * QK;
+            for (int r = 0; r < ROWS; r++) {
+                const __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + r * 64)), flip);
+                const __m256i prod = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(yv, x));
+                const __m256i sum = _mm256_madd_epi16(prod, ones);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_permutevar8x32_ps(s[r], idx), acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < ROWS; r++) {
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        out[r] = _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+    }
+}
 #endif
 
-// Custom op: dst[rows, n] = W (src[0], packed) x columns (src[1], packed); groups split by thread.
-void matvec_op(ggml_tensor *dst, int ith, int nth, void *) {
+// Custom op: dst[rows, n] = W (src[0], packed) x columns (src[1], packed); groups split by
+// thread; `isa` (the Isa value itself, not a pointer) picks the kernel.
+void matvec_op(ggml_tensor *dst, int ith, int nth, void *isa) {
 #if defined(__x86_64__)
+    const auto group_dot = (Isa)(intptr_t)isa == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
     const ggml_tensor *w = dst->src[0], *cols = dst->src[1];
     const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK;
     const int64_t groups = w->ne[1];
@@ -121,18 +161,38 @@ void matvec_op(ggml_tensor *dst, int ith, int nth, void *) {
         }
     }
 #else
-    (void)dst, (void)ith, (void)nth;
+    (void)dst, (void)ith, (void)nth, (void)isa;
 #endif
 }
 
 }  // namespace
 
-bool available() {
+bool supports(Isa isa) {
 #if defined(__x86_64__)
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    switch (isa) {
+        case Isa::avx512_vnni:
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+        case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        default: return false;
+    }
 #else
+    (void)isa;
     return false;
 #endif
+}
+
+Isa best_isa() {
+    for (Isa isa : {Isa::avx512_vnni, Isa::avx2})
+        if (supports(isa)) return isa;
+    return Isa::none;
+}
+
+const char *isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::avx512_vnni: return "avx512-vnni";
+        case Isa::avx2: return "avx2";
+        default: return "none";
+    }
 }
 
 bool fits(int64_t cols, int64_t rows) { return cols > 0 && cols % QK == 0 && rows > 0 && rows % ROWS == 0; }
@@ -159,10 +219,10 @@ void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst) {
     }
 }
 
-ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x) {
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa) {
     const int64_t cols = x->ne[0];
     if (w_packed->type != GGML_TYPE_I8 || w_packed->ne[0] != group_bytes(cols) || x->type != GGML_TYPE_F32 ||
-        x->nb[0] != sizeof(float)) {
+        x->nb[0] != sizeof(float) || !supports(isa)) {
         throw Error(KZ_ERR_STATE, "q8::mul_mat: operands do not match");
     }
     ggml_tensor *x_arg[1] = {x};
@@ -170,7 +230,7 @@ ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x) {
                                          GGML_N_TASKS_MAX, nullptr);
     ggml_tensor *args[2] = {w_packed, packed};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, w_packed->ne[1] * ROWS, x->ne[1], 1, 1, args, 2, matvec_op, GGML_N_TASKS_MAX,
-                          nullptr);
+                          (void *)(intptr_t)isa);
 }
 
 }  // namespace kz::q8

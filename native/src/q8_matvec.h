@@ -1,4 +1,4 @@
-// Q8_0 matrix x few-columns product for x86-64 CPUs with AVX-512 VNNI, as ggml graph nodes.
+// Q8_0 matrix x few-columns product for x86-64 CPUs (AVX-512 VNNI, or AVX2), as ggml graph nodes.
 //
 // Why: the code predictor multiplies ~80 MB of Q8_0 weights by one column 15 times per frame.
 // ggml 0.3.36 has no x86 repacking for Q8_0 and its dot kernel walks one row at a time with a
@@ -6,7 +6,8 @@
 // with the memory bus. Here the weights are repacked at load time, four rows interleaved per
 // pair of blocks with their scales gathered per row, quants stored offset by +128 so one
 // VNNI instruction (unsigned x signed bytes) multiplies a pair of blocks; the offset's
-// contribution is removed exactly in the integer accumulator. The activation column is
+// contribution is removed exactly in the integer accumulator (the AVX2 kernel, without VNNI,
+// multiplies one block at a time with ggml's sign trick instead). The activation column is
 // quantized by ggml's own Q8_0 routine, so the integer block sums equal ggml's and only the
 // float summation order differs from ggml's mul_mat.
 #pragma once
@@ -19,8 +20,12 @@ struct ggml_tensor;
 
 namespace kz::q8 {
 
-// Whether this CPU runs the kernel (always false off x86-64).
-bool available();
+// Instruction sets with a kernel; none off x86-64.
+enum class Isa { none, avx2, avx512_vnni };
+
+bool supports(Isa isa);  // whether this CPU runs that kernel
+Isa best_isa();          // the fastest kernel this CPU runs (none: use ggml's)
+const char *isa_name(Isa isa);
 
 // Whether a Q8_0 matrix of `cols` x `rows` can be packed (rows a multiple of 4, cols of 32).
 bool fits(int64_t cols, int64_t rows);
@@ -32,8 +37,8 @@ int64_t group_bytes(int64_t cols);
 // Packs `rows` ggml Q8_0 rows of `cols` values into dst (group_bytes(cols) * rows / 4 bytes).
 void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst);
 
-// W x as graph nodes: W a packed 2-D I8 tensor (or a 2-D view of one), x F32 [cols, n]
-// with contiguous rows; the result is F32 [rows, n].
-ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x);
+// W x as graph nodes, by the kernel of `isa` (which the CPU must support): W a packed 2-D I8
+// tensor (or a 2-D view of one), x F32 [cols, n] with contiguous rows; the result is F32 [rows, n].
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa);
 
 }  // namespace kz::q8

@@ -38,12 +38,15 @@ typedef enum kz_cp_weight_type {
     KZ_CP_WEIGHTS_AUTO = 5
 } kz_cp_weight_type;
 
-/* Matrix-vector kernels. AUTO: Q8_0 matrices use kazetts' own kernel where the CPU has it
- * (x86-64 with AVX-512 VNNI; same integer block sums as ggml's, another float summation
- * order), ggml's elsewhere. GGML: ggml's kernels only (for cross-checks). */
+/* Matrix-vector kernels. AUTO: Q8_0 matrices use kazetts' own kernel on x86-64 (AVX-512 VNNI,
+ * else AVX2; same integer block sums as ggml's, another float summation order), ggml's
+ * elsewhere. GGML: ggml's kernels only. AVX2 / AVX512_VNNI: that kazetts kernel (loading fails
+ * with KZ_ERR_INVALID_ARGUMENT on a CPU without it). The last three are for cross-checks. */
 typedef enum kz_cp_kernel_choice {
     KZ_CP_KERNELS_AUTO = 0,
-    KZ_CP_KERNELS_GGML = 1
+    KZ_CP_KERNELS_GGML = 1,
+    KZ_CP_KERNELS_AVX2 = 2,
+    KZ_CP_KERNELS_AVX512_VNNI = 3
 } kz_cp_kernel_choice;
 
 typedef struct kz_cp_params {
@@ -103,8 +106,8 @@ KZ_API int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden
  * kz_cp_predict_frame writes to embedding_sum_out). */
 KZ_API int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out);
 
-/* Which kernel computes the quantized matrix products of this handle: "ggml" or
- * "kazetts q8_0 avx512-vnni". Static string. */
+/* Which kernel computes the quantized matrix products of this handle: "ggml",
+ * "kazetts q8_0 avx2" or "kazetts q8_0 avx512-vnni". Valid while the handle lives. */
 KZ_API const char *kz_cp_kernel_name(const kz_code_predictor *cp);
 
 /* The last error message of a call on this handle ("" if none); valid until the next call. */
