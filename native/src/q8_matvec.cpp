@@ -1,7 +1,7 @@
 // Q8_0 matrix x few-columns product on AVX-512 VNNI or AVX2 (see q8_matvec.h for why).
 //
 // Packed weights, per group of 4 rows (k = cols / 32 blocks, padded to kp, a multiple of 16;
-// padding blocks have scale 0 and quants 0):
+// padding blocks have scale 0 and quants 0, stored as 128):
 //   scales  [4][kp] fp16                   row r's block scales, contiguous
 //   quants  [kp / 2][4][64] u8             per pair of blocks, the 4 rows' 64 quants + 128
 // Packed activation column (one per input column, built by a graph node of its own):
@@ -9,7 +9,7 @@
 //   offset  [kp / 2][16] i32               -128 * (sum of the 4 quants under each VNNI lane)
 //   dy      [kp] f32                       ggml's Q8_0 block scales of the column
 // One VNNI lane then sums exactly the 4 products x*y ggml's own kernel sums in that lane:
-// (x + 128) * y summed, plus -128 * sum(y), in integers.
+// (x + 128) * y summed, plus -128 * sum(y), in integers. The AVX2 kernel does not use offset.
 #include "q8_matvec.h"
 
 #include "common_internal.h"
