@@ -114,6 +114,8 @@ def main():
     mm = stage_mmproj(ck, a.preset, "cp")
     rows = []
     f32_codes = None
+    from kazetts.code_predictor import KERNELS
+    kernels_here = [k for k in KERNELS if k != "auto" and cpu_runs(mm, k)]
     for t in a.threads:
         ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))
         for w in a.weights:
@@ -122,8 +124,8 @@ def main():
                 f32_codes = codes
             runs = [(w, ms, codes, kernel)]
             if kernel != "ggml":  # the same type on the other kernels this CPU runs, for each one's gain
-                for other in ("ggml", "avx2", "avx512-vnni"):
-                    if not kernel.endswith(other) and cpu_runs(mm, other):
+                for other in kernels_here:
+                    if not kernel.endswith(other):
                         runs.append((f"{w}/{other}", *bench_native(mm, w, t, a.frames, kernels=other)))
             for label, ms, codes, kernel in runs:
                 rows.append((t, label, ms, ref))

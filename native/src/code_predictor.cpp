@@ -260,9 +260,7 @@ bool takes_weight(ggml_backend_buffer_type_t buft, ggml_type type, int64_t ne0, 
 
 class Loader {
   public:
-    Loader(kz_code_predictor &m, GgufFile &gf, const kz_cp_params &p)
-        : m_(m), gf_(gf), wt_(p.weight_type), repack_(repack_buffer_type()),
-          q8_(m.q8_isa != kz::q8::Isa::none) {}
+    Loader(kz_code_predictor &m, GgufFile &gf, int wt) : m_(m), gf_(gf), wt_(wt), repack_(repack_buffer_type()) {}
 
     void run() {
         hparams();
@@ -277,7 +275,6 @@ class Loader {
     GgufFile &gf_;
     int wt_;
     ggml_backend_buffer_type_t repack_;  // null: no repacking
-    bool q8_;                            // Q8_0 matrices go to kazetts' own kernel
     ggml_type layer_type_ = GGML_TYPE_F32;  // AUTO: the type an F32 ffn_down takes (see the header)
     std::vector<PendingTensor> pending_;
 
@@ -400,7 +397,7 @@ class Loader {
     ggml_tensor *place(const std::string &name, ggml_type t, const int64_t *ne, bool matrix, bool layer_matrix,
                        std::vector<int64_t> ids) {
         PendingTensor p{nullptr, std::move(ids), t, {ne[0], ne[1], ne[2], ne[3]}, false};
-        if (matrix && q8_ && t == GGML_TYPE_Q8_0 && ne[3] == 1 && kz::q8::fits(ne[0], ne[1])) {
+        if (matrix && m_.q8_isa != kz::q8::Isa::none && t == GGML_TYPE_Q8_0 && ne[3] == 1 && kz::q8::fits(ne[0], ne[1])) {
             p.packed = true;
             m_.kernel_name = std::string("kazetts q8_0 ") + kz::q8::isa_name(m_.q8_isa);
             p.t = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_I8, kz::q8::group_bytes(ne[0]), ne[1] / 4, ne[2]);
@@ -417,11 +414,12 @@ class Loader {
     Fused add_fused(const std::string &stacked_name, const std::vector<std::string> &names) {
         Fused f;
         std::vector<int64_t> ids;
+        const ggml_type type = matrix_type(names[0], find(gf_, names[0]));
         bool same = true;
         for (const auto &n : names) {
             ids.push_back(find(gf_, n));
             f.rows.push_back(ne_of(gf_, ids.back())[1]);
-            same = same && matrix_type(n, ids.back()) == matrix_type(names[0], ids[0]);
+            same = same && matrix_type(n, ids.back()) == type;
         }
         if (!same) {
             for (const auto &n : names) f.w.push_back(add(n, true, true));
@@ -429,7 +427,7 @@ class Loader {
         }
         int64_t ne[GGML_MAX_DIMS] = {ne_of(gf_, ids[0])[0], 0, 1, 1};
         for (int64_t r : f.rows) ne[1] += r;
-        f.w.push_back(place(stacked_name, matrix_type(names[0], ids[0]), ne, true, true, ids));
+        f.w.push_back(place(stacked_name, type, ne, true, true, ids));
         return f;
     }
 
@@ -796,7 +794,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         ggml_cpu_init();
         std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
         m->q8_isa = q8_kernel(p.kernels);
-        Loader(*m, gf, p).run();
+        Loader(*m, gf, p.weight_type).run();
         m->steps.resize(m->n_cb);
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
         set_threads(*m, p.n_threads);

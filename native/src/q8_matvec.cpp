@@ -9,7 +9,8 @@
 //   offset  [kp / 2][16] i32               -128 * (sum of the 4 quants under each VNNI lane)
 //   dy      [kp] f32                       ggml's Q8_0 block scales of the column
 // One VNNI lane then sums exactly the 4 products x*y ggml's own kernel sums in that lane:
-// (x + 128) * y summed, plus -128 * sum(y), in integers. The AVX2 kernel does not use offset.
+// (x + 128) * y summed, plus -128 * sum(y), in integers. The AVX2 kernel does not use offset
+// (left zero for it).
 #include "q8_matvec.h"
 
 #include "common_internal.h"
@@ -48,8 +49,10 @@ int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLO
 
 int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
 
-// Custom op: packs each column of x (src[0], F32 [cols, n]) into dst (I8 [column_bytes, n]).
-void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *) {
+// Custom op: packs each column of x (src[0], F32 [cols, n]) into dst (I8 [column_bytes, n]);
+// the offsets only for the kernel that reads them (`isa`, the Isa value itself).
+void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *isa) {
+    const bool offsets = (Isa)(intptr_t)isa == Isa::avx512_vnni;
     const ggml_tensor *x = dst->src[0];
     const int64_t cols = x->ne[0], k = cols / QK, kp = padded_blocks(cols);
     const ggml_from_float_t quantize = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float;
@@ -65,7 +68,7 @@ void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *) {
             quantize(in + b * QK, &blk, QK);
             std::memcpy(y + b * QK, blk.qs, QK);
             dy[b] = ggml_fp16_to_fp32(blk.d);
-            for (int lane = 0; lane < QK / 4; lane++) {
+            for (int lane = 0; offsets && lane < QK / 4; lane++) {
                 const int8_t *q = blk.qs + 4 * lane;
                 offset[b * (QK / 4) + lane] = -128 * (q[0] + q[1] + q[2] + q[3]);
             }
@@ -227,7 +230,7 @@ ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, I
     }
     ggml_tensor *x_arg[1] = {x};
     ggml_tensor *packed = ggml_custom_4d(ctx, GGML_TYPE_I8, column_bytes(cols), x->ne[1], 1, 1, x_arg, 1, pack_columns_op,
-                                         GGML_N_TASKS_MAX, nullptr);
+                                         GGML_N_TASKS_MAX, (void *)(intptr_t)isa);
     ggml_tensor *args[2] = {w_packed, packed};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, w_packed->ne[1] * ROWS, x->ne[1], 1, 1, args, 2, matvec_op, GGML_N_TASKS_MAX,
                           (void *)(intptr_t)isa);
