@@ -1,13 +1,13 @@
 """kazetts: Qwen3-TTS (12 Hz) from GGUF files on Android-class CPUs.
 
-`kazetts.TTS` is the synthesis engine (see kazetts.tts); it is imported on first use so that
+`kazetts.TTS` is the synthesis engine (see kazetts.engine.tts); it is imported on first use so that
 `import kazetts` stays cheap for the converter and the tools.
 """
 
 
 def __getattr__(name):
     if name in ("TTS", "Result", "AudioChunk"):
-        from . import tts
+        from kazetts.engine import tts
 
         return getattr(tts, name)
     raise AttributeError(f"module 'kazetts' has no attribute {name!r}")

@@ -22,11 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from kazetts import goldens  # noqa: E402
-from kazetts.convert import convert_checkpoint  # noqa: E402
-from kazetts.prompt import build_prompt  # noqa: E402
+from kazetts.validation import goldens  # noqa: E402
+from kazetts.tools.convert import convert_checkpoint  # noqa: E402
+from kazetts.stages.prompt import build_prompt  # noqa: E402
 from kazetts.synthetic.checkpoint import make_checkpoint  # noqa: E402
-from kazetts.talker_file import TalkerFile  # noqa: E402
+from kazetts.stages.talker_file import TalkerFile  # noqa: E402
 
 LONG_CASE = "long_window"  # as in tests/test_code_predictor.py's quantized test
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -140,8 +140,8 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
 
-    from kazetts.talker import extra_buffers_are_safe
-    from kazetts.talker_file import TalkerFile
+    from kazetts.stages.talker import extra_buffers_are_safe
+    from kazetts.stages.talker_file import TalkerFile
 
     files = {w: converted(a.preset, w, "base", a.seed) for w in a.weights}
     files["checkpoint"] = checkpoint(a.preset, "base", a.seed)

@@ -39,7 +39,7 @@ def inputs(n_embd_in: int, cb0_vocab: int, frames: int):
 def bench_native(mmproj, weights, threads, frames, kernels="auto"):
     """(median ms per frame, greedy codes [frames, 15], kernel name)."""
     import numpy as np
-    from kazetts.code_predictor import CodePredictor
+    from kazetts.stages.code_predictor import CodePredictor
     cp = CodePredictor(mmproj, threads=threads, weights=weights, kernels=kernels)
     kernel = cp.kernel_name
     hidden, cb0 = inputs(cp.n_embd_in, cp.cb0_vocab, frames)
@@ -56,8 +56,8 @@ def bench_native(mmproj, weights, threads, frames, kernels="auto"):
 
 def cpu_runs(mmproj, kernels: str) -> bool:
     """Whether this CPU runs the code predictor's `kernels` (loading fails if it does not)."""
-    from kazetts.code_predictor import CodePredictor
-    from kazetts.native import NativeError
+    from kazetts.stages.code_predictor import CodePredictor
+    from kazetts.stages.native import NativeError
     try:
         CodePredictor(mmproj, threads=1, weights="q8_0", kernels=kernels).close()
         return True
@@ -68,7 +68,7 @@ def cpu_runs(mmproj, kernels: str) -> bool:
 def ref_worker(ck: str, threads: int, frames: int):
     import numpy as np
     import torch
-    from kazetts.reference import load_strict
+    from kazetts.validation.reference import load_strict
     torch.set_num_threads(threads)
     model, _ = load_strict(ck)
     talker = model.talker
@@ -114,7 +114,7 @@ def main():
     mm = stage_mmproj(ck, a.preset, "cp")
     rows = []
     f32_codes = None
-    from kazetts.code_predictor import KERNELS
+    from kazetts.stages.code_predictor import KERNELS
     kernels_here = [k for k in KERNELS if k != "auto" and cpu_runs(mm, k)]
     for t in a.threads:
         ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))

@@ -36,7 +36,7 @@ def make_codes(frames: int, sizes=2048):
 
 def bench_native(mmproj, weights, threads, codes, reps):
     import numpy as np
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     dec = CodecDecoder(mmproj, threads=threads, weights=weights)
     T = len(codes)
     dec.decode(codes[:8])  # warm up
@@ -68,7 +68,7 @@ def bench_native(mmproj, weights, threads, codes, reps):
 def ref_worker(args):
     import numpy as np
     import torch
-    from kazetts.reference import load_strict
+    from kazetts.validation.reference import load_strict
     torch.set_num_threads(args.threads)
     _, codec = load_strict(args.checkpoint)
     dec = codec.decoder

@@ -31,7 +31,7 @@ def checkpoint(preset: str, model_type: str = "custom_voice", seed: int = 0) -> 
 
 def converted(preset: str, out_type: str, model_type: str = "custom_voice", seed: int = 0):
     """(talker, mmproj) GGUF files of that checkpoint converted to `out_type`, converted once."""
-    from kazetts.convert import convert_checkpoint
+    from kazetts.tools.convert import convert_checkpoint
 
     ck = checkpoint(preset, model_type, seed)
     d = CACHE / f"{ck.name}-gguf-{out_type}"
@@ -83,8 +83,8 @@ def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
 
 def stage_mmproj(ck: pathlib.Path, preset: str, stage: str) -> pathlib.Path:
     """An F32 mmproj holding one stage's tensors only ("cp": code predictor, "codec": decoder)."""
-    from kazetts import convert as C
-    from kazetts import gguf_names as N
+    from kazetts.tools import convert as C
+    from kazetts.gguf import names as N
 
     path = CACHE / f"synthetic-{preset}-{stage}-only-f32.gguf"
     if path.exists():

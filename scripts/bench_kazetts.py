@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_common import peak_rss_mb  # noqa: E402
-from kazetts.tts import TTS  # noqa: E402
+from kazetts.engine.tts import TTS  # noqa: E402
 
 WARMUP_TEXT, WARMUP_FRAMES = "Bonjour.", 2
 

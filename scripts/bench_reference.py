@@ -71,7 +71,7 @@ def forbid_eos(model) -> None:
 
 
 def load(checkpoint: str):
-    from kazetts.reference import load_strict
+    from kazetts.validation.reference import load_strict
 
     return load_strict(checkpoint, attn_implementation="sdpa")
 
@@ -107,7 +107,7 @@ def bench(a) -> None:
     torch.set_num_threads(a.threads)
     start = time.perf_counter()
     model, codec = load(a.checkpoint)
-    # imported once load_strict has registered the bare qwen_tts packages (see kazetts.reference)
+    # imported once load_strict has registered the bare qwen_tts packages (see kazetts.validation.reference)
     from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor
 
     processor = Qwen3TTSProcessor(tokenizer=AutoTokenizer.from_pretrained(a.checkpoint, fix_mistral_regex=True))

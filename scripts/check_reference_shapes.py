@@ -71,7 +71,7 @@ def compare(what: str, reference: dict, specs: dict) -> list[str]:
 def check_presets(names: list[str]) -> int:
     import torch
 
-    from kazetts.reference import load_reference
+    from kazetts.validation.reference import load_reference
 
     ref = load_reference()
     failures = 0
@@ -121,7 +121,7 @@ def check_presets(names: list[str]) -> int:
 
 def load_dirs(dirs: list[pathlib.Path]) -> int:
     """Strict-load each checkpoint with the reference; prints tensor and parameter counts."""
-    from kazetts.reference import load_strict
+    from kazetts.validation.reference import load_strict
 
     failures = 0
     for d in dirs:

@@ -3,7 +3,7 @@
 
 Runs in the reference environment (`make ref`): float32, eager attention, greedy, one thread
 (so the numbers are reproducible bit for bit on one machine). Cases are defined in
-kazetts/goldens.py; their synthetic checkpoints are rebuilt here from (preset, type, seed) and
+kazetts/validation/goldens.py; their synthetic checkpoints are rebuilt here from (preset, type, seed) and
 their sha256 recorded, so a golden always names the exact weights it came from.
 
     .venv-ref/bin/python scripts/dump_goldens.py                 # all cases -> dumps/
@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from kazetts import goldens  # noqa: E402
+from kazetts.validation import goldens  # noqa: E402
 from kazetts.synthetic.checkpoint import make_checkpoint  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
     import torch
     from transformers import AutoTokenizer
 
-    from kazetts.reference import load_strict
+    from kazetts.validation.reference import load_strict
 
     model, codec = load_strict(checkpoint)
     from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor

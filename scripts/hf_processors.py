@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     from transformers.generation import utils as gen_utils
     from transformers.generation.logits_process import LogitsProcessorList
 
-    from kazetts.reference import load_strict
+    from kazetts.validation.reference import load_strict
 
     torch.set_num_threads(1)
     data = np.load(in_path)

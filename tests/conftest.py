@@ -48,7 +48,7 @@ def tiny_checkpoint(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_gguf(tiny_checkpoint, tmp_path_factory):
     """Converts (once per session) a tiny checkpoint: tiny_gguf(preset, type, out_type) -> (talker, mmproj)."""
-    from kazetts.convert import convert_checkpoint
+    from kazetts.tools.convert import convert_checkpoint
 
     built: dict = {}
 

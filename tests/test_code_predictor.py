@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS
-from kazetts import goldens
-from kazetts.sampling import CodePredictorSampler, SamplerConfig
+from kazetts.validation import goldens
+from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
 
-cp_mod = pytest.importorskip("kazetts.code_predictor")
-from kazetts.code_predictor import CodePredictor, NumpyCodePredictor  # noqa: E402
-from kazetts.native import NativeError  # noqa: E402
+cp_mod = pytest.importorskip("kazetts.stages.code_predictor")
+from kazetts.stages.code_predictor import CodePredictor, NumpyCodePredictor  # noqa: E402
+from kazetts.stages.native import NativeError  # noqa: E402
 
 COSINE_MIN = 0.99999
 EMB_TOL = 1e-5
@@ -43,7 +43,7 @@ def _cos(a, b):
 
 def _text_rows(manifest, arrays, tiny_checkpoint, key):
     from test_prompt import HFRows, _prompt_for
-    from kazetts.prompt import VoiceTable
+    from kazetts.stages.prompt import VoiceTable
     path = tiny_checkpoint(*key)
     rows = HFRows(path)
     voices = VoiceTable.from_hf_config(json.loads((path / "config.json").read_text()))

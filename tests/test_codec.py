@@ -7,7 +7,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from kazetts import goldens, native
+from kazetts.validation import goldens
+from kazetts.stages import native
 from tests.conftest import DUMPS, REPO
 
 STAGES = ["quantized", "pre_conv", "transformer", "upsample"]
@@ -22,7 +23,7 @@ def codec_gguf(tiny_gguf):
 
 @pytest.fixture(scope="session")
 def decoder(codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     return CodecDecoder(codec_gguf(), threads=1)
 
 
@@ -49,7 +50,7 @@ def _stream(dec, codes, sizes):
 
 @pytest.mark.parametrize("case", CASES)
 def test_golden_f32(case, codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     _, arrays, key = _case(case)
     dec = CodecDecoder(codec_gguf(*key), threads=1, weights="f32")
     wav, inter = dec.decode(arrays["codes"], intermediates=True)
@@ -64,7 +65,7 @@ def test_golden_f32(case, codec_gguf):
 
 @pytest.mark.parametrize("case", CASES)
 def test_golden_f16(case, codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     _, arrays, key = _case(case)
     dec = CodecDecoder(codec_gguf(*key), threads=1, weights="f16")
     wav = dec.decode(arrays["codes"])
@@ -92,7 +93,7 @@ def test_stream_equals_full_any_chunking(decoder, seed):
 
 
 def test_stream_equals_full_f16(codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     dec = CodecDecoder(codec_gguf(), threads=1, weights="f16")
     codes = _random_codes(90, 21)
     full = dec.decode(codes)
@@ -103,7 +104,7 @@ def test_stream_equals_full_f16(codec_gguf):
 
 
 def test_full_decode_independent_of_internal_chunk(codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     codes = _random_codes(40, 5)
     dec = CodecDecoder(codec_gguf(), threads=1)
     ref = dec.decode(codes)
@@ -114,12 +115,12 @@ def test_full_decode_independent_of_internal_chunk(codec_gguf):
 
 def test_full_decode_beyond_300_frames_matches_reference_model(codec_gguf, tiny_checkpoint, ref_python, tmp_path):
     """The exact model (reference forward on all frames at once), not chunked_decode."""
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     codes = _random_codes(320, 9)
     np.save(tmp_path / "codes.npy", codes)
     script = (
         "import sys, numpy as np, torch\n"
-        "from kazetts.reference import load_strict\n"
+        "from kazetts.validation.reference import load_strict\n"
         "_, codec = load_strict(sys.argv[1])\n"
         "c = torch.from_numpy(np.load(sys.argv[2]).astype(np.int64)).T[None]\n"
         "with torch.inference_mode():\n"
@@ -138,7 +139,7 @@ def test_full_decode_beyond_300_frames_matches_reference_model(codec_gguf, tiny_
 
 
 def test_threads_do_not_change_the_result(codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     codes = _random_codes(12, 3)
     a = CodecDecoder(codec_gguf(), threads=1).decode(codes)
     b = CodecDecoder(codec_gguf(), threads=2).decode(codes)
@@ -157,7 +158,7 @@ def test_reset_mid_stream(decoder):
 
 
 def test_two_handles_are_independent(codec_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     a, b = CodecDecoder(codec_gguf(), threads=1), CodecDecoder(codec_gguf(), threads=1)
     ca, cb = _random_codes(20, 11), _random_codes(20, 12)
     fa, fb = a.decode(ca), b.decode(cb)
@@ -208,7 +209,7 @@ def test_shapes_and_empty_input(decoder):
 
 
 def test_load_errors(tmp_path, codec_gguf, tiny_gguf):
-    from kazetts.codec import CodecDecoder
+    from kazetts.stages.codec import CodecDecoder
     with pytest.raises(native.NativeError) as info:
         CodecDecoder(tmp_path / "missing.gguf")
     assert info.value.status == 2

@@ -11,9 +11,9 @@ import pytest
 gguf = pytest.importorskip("gguf")
 
 from conftest import run_script  # noqa: E402
-from kazetts import gguf_names as N  # noqa: E402
-from kazetts.talker import Talker  # noqa: E402
-from kazetts.convert import convert_checkpoint  # noqa: E402
+from kazetts.gguf import names as N  # noqa: E402
+from kazetts.stages.talker import Talker  # noqa: E402
+from kazetts.tools.convert import convert_checkpoint  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 
@@ -196,7 +196,7 @@ def test_bad_inputs(tiny_checkpoint, tmp_path):
 
 
 def test_cli(tiny_checkpoint, tmp_path, capsys):
-    from kazetts.cli import main
+    from kazetts.cli.main import main
 
     ckpt = tiny_checkpoint("tiny", "voice_design", 0)
     assert main(["convert", str(ckpt), "-o", str(tmp_path), "--type", "f16", "--name", "vd"]) == 0

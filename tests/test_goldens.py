@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, run_script
-from kazetts import goldens
+from kazetts.validation import goldens
 
 CASE_NAMES = [case.name for case in goldens.CASES]
 FRAME_SAMPLES = 1920

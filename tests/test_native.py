@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kazetts import native
+from kazetts.stages import native
 
 
 def test_library_loads_with_matching_abi():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS
-from kazetts import goldens
-from kazetts.prompt import VoiceTable, build_prompt
+from kazetts.validation import goldens
+from kazetts.stages.prompt import VoiceTable, build_prompt
 from test_checkpoint import read_tensors
 
 TOLERANCE = 1e-5

@@ -6,11 +6,11 @@ import gguf
 import numpy as np
 import pytest
 
-from kazetts import gguf_names as N
-from kazetts.cli import main
-from kazetts.info import format_info, inspect_gguf, tensor_group
-from kazetts.gguf_header import GGUFHeader
-from kazetts.quantize import quantize_file
+from kazetts.gguf import names as N
+from kazetts.cli.main import main
+from kazetts.tools.info import format_info, inspect_gguf, tensor_group
+from kazetts.gguf.header import GGUFHeader
+from kazetts.tools.quantize import quantize_file
 
 Q = gguf.GGMLQuantizationType
 
@@ -33,8 +33,8 @@ def talkers(tiny_gguf, tmp_path_factory):
 
 @pytest.mark.parametrize("qtype,block_type", [("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0), ("q4_k_m", None)])
 def test_talker_quantized_runs(talkers, qtype, block_type):
-    from kazetts.talker import Talker
-    from kazetts.talker_file import TalkerFile
+    from kazetts.stages.talker import Talker
+    from kazetts.stages.talker_file import TalkerFile
 
     src, results = talkers
     res, path = results[qtype]
@@ -90,11 +90,11 @@ def test_mmproj_quantized(tiny_gguf, tmp_path, model_type, qtype, want):
         {k: v for k, v in GGUFHeader(src).kv.items() if k.startswith("clip.")}
     assert "code predictor tables" in res.summary()
     # the code predictor runs from the quantized file (numpy reference; native when built)
-    from kazetts.code_predictor import NumpyCodePredictor
+    from kazetts.stages.code_predictor import NumpyCodePredictor
     cp = NumpyCodePredictor(out)
     assert cp is not None
     try:
-        from kazetts.code_predictor import CodePredictor
+        from kazetts.stages.code_predictor import CodePredictor
         native = CodePredictor(out)
     except (FileNotFoundError, ImportError, OSError):
         return

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, run_script
-from kazetts import goldens
-from kazetts.sampling import (CodePredictorSampler, SamplerConfig, TalkerSampler, apply_top_k, margin,
+from kazetts.validation import goldens
+from kazetts.stages.sampling import (CodePredictorSampler, SamplerConfig, TalkerSampler, apply_top_k, margin,
                               talker_suppress_tokens)
 
 CASE_NAMES = [case.name for case in goldens.CASES]

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS
-from kazetts import goldens
-from kazetts.code_predictor import CodePredictor
-from kazetts.prompt import build_prompt, chat_text, instruct_text
-from kazetts.sampling import SamplerConfig, TalkerSampler
-from kazetts.talker import Talker
-from kazetts.talker_loop import TeacherForcing, run_talker
+from kazetts.validation import goldens
+from kazetts.stages.code_predictor import CodePredictor
+from kazetts.stages.prompt import build_prompt, chat_text, instruct_text
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.stages.talker import Talker
+from kazetts.engine.talker_loop import TeacherForcing, run_talker
 
 CASES = [case.name for case in goldens.CASES]
 COSINE_GATE = 0.99999

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kazetts.text_split import split_sentences, split_text
+from kazetts.engine.text_split import split_sentences, split_text
 
 
 def test_sentences_in_many_scripts():

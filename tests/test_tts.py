@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS
-from kazetts import goldens
-from kazetts.tts import TTS, frame_budget
+from kazetts.validation import goldens
+from kazetts.engine.tts import TTS, frame_budget
 
 CASES = [case.name for case in goldens.CASES]
 
@@ -91,7 +91,7 @@ def test_long_text_is_split_in_order_and_crossfaded(engines):
 
 
 def test_runaway_guard_warns(engines, monkeypatch):
-    import kazetts.tts as tts_module
+    import kazetts.engine.tts as tts_module
 
     monkeypatch.setattr(tts_module, "BUDGET_BASE", 3)
     monkeypatch.setattr(tts_module, "BUDGET_PER_TOKEN", 0)
@@ -129,8 +129,8 @@ def test_model_properties(engines):
 
 def test_five_thousand_characters_are_all_said_in_order(engines):
     """Every piece of a 5,000-character multilingual text is synthesized, in order."""
-    from kazetts.text_split import split_text
-    from kazetts.tts import PIECE_CHARS
+    from kazetts.engine.text_split import split_text
+    from kazetts.engine.tts import PIECE_CHARS
 
     sentences = ["Le 14 juillet 1789, à Paris. ", "今天天气很好，我们去公园吧！", "Emoji 🙂 and digits 12 345. ",
                  "Ceci est une phrase assez longue, avec des virgules, des points et des accents. "]

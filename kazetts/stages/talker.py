@@ -19,7 +19,7 @@ import pathlib
 import llama_cpp
 import numpy as np
 
-from .talker_file import TalkerFile
+from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
 

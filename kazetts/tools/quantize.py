@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import gguf_names as N
-from .gguf_header import GGUFHeader
-from .info import tensor_group
+from kazetts.gguf import names as N
+from kazetts.gguf.header import GGUFHeader
+from kazetts.tools.info import tensor_group
 
 # --type -> llama.cpp LLAMA_FTYPE_* name (types that need no importance matrix)
 TALKER_FTYPES = OrderedDict([
@@ -276,7 +276,7 @@ def _llama_load_check(path: pathlib.Path, what: str) -> None:
     _llama_log_capture()
     mp = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_extra_bufts = False       # AMX repacking crashes on Q8_0 here (see kazetts.talker)
+    mp.use_extra_bufts = False       # AMX repacking crashes on Q8_0 here (see kazetts.stages.talker)
     mp.use_mmap = True
     model = llama_cpp.llama_model_load_from_file(os.fsencode(str(path)), mp)
     if not model:

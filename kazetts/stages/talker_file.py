@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from . import gguf_names as names
-from .gguf_header import GGUFHeader
-from .prompt import VoiceTable, takes_instruct
+from kazetts.gguf import names as names
+from kazetts.gguf.header import GGUFHeader
+from kazetts.stages.prompt import VoiceTable, takes_instruct
 
 # Control ids every Qwen3-TTS talker has, under the token names llama.cpp's converter gives them.
 _CODEC_TOKENS = {

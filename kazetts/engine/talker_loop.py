@@ -13,9 +13,9 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from .prompt import Prompt
-from .sampling import TalkerSampler
-from .talker import Talker
+from kazetts.stages.prompt import Prompt
+from kazetts.stages.sampling import TalkerSampler
+from kazetts.stages.talker import Talker
 
 
 class FramePredictor(Protocol):

@@ -20,13 +20,13 @@ from typing import Iterator
 
 import numpy as np
 
-from .code_predictor import CodePredictor
-from .codec import CodecDecoder
-from .prompt import Prompt, build_prompt, chat_text, instruct_text
-from .sampling import SamplerConfig, TalkerSampler
-from .talker import Talker
-from .talker_loop import NativeFrames, TalkerTrace, talker_frames
-from .text_split import split_text
+from kazetts.stages.code_predictor import CodePredictor
+from kazetts.stages.codec import CodecDecoder
+from kazetts.stages.prompt import Prompt, build_prompt, chat_text, instruct_text
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.stages.talker import Talker
+from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
+from kazetts.engine.text_split import split_text
 
 FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text

@@ -11,8 +11,8 @@ import pathlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from . import gguf_names as N
-from .gguf_header import GGUFHeader
+from kazetts.gguf import names as N
+from kazetts.gguf.header import GGUFHeader
 
 # talker hidden size -> tts_model_size tag of the published models
 _SIZE_BY_HIDDEN = {1024: "0b6", 2048: "1b7"}
@@ -114,7 +114,7 @@ def inspect_gguf(path) -> FileInfo:
 
 
 def _talker_info(info: FileInfo, path, reader) -> None:
-    from .talker_file import TalkerFile
+    from kazetts.stages.talker_file import TalkerFile
     tf = TalkerFile(path)
     v = tf.voices
     info.metadata_source = "kazetts.* keys" if tf.field(N.K_MODEL_TYPE) is not None else \

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cli_say
+from kazetts.cli.main import say as cli_say
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .convert import convert_checkpoint
+    from kazetts.tools.convert import convert_checkpoint
 
     talker, mmproj = convert_checkpoint(args.checkpoint, args.out, args.type, name=args.name,
                                         verbose=not args.quiet)
@@ -19,7 +19,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from .quantize import quantize_file
+    from kazetts.tools.quantize import quantize_file
 
     result = quantize_file(args.input, args.output, args.type, nthread=args.threads,
                            allow_requantize=args.allow_requantize)
@@ -28,7 +28,7 @@ def _quantize(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from .info import format_info, inspect_gguf
+    from kazetts.tools.info import format_info, inspect_gguf
 
     for i, path in enumerate(args.files):
         print(("\n" if i else "") + format_info(inspect_gguf(path)))
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--name", default=None, help="file name prefix (default: the checkpoint directory's name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no per-tensor progress")
     c.set_defaults(func=_convert)
-    from .quantize import TYPES
+    from kazetts.tools.quantize import TYPES
     q = sub.add_parser("quantize", help="requantize a talker (llama.cpp's quantizer) or mmproj GGUF")
     q.add_argument("input", help="talker or mmproj GGUF (best: an f16/f32 file from `kazetts convert --type f16`)")
     q.add_argument("output", help="output GGUF file")

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from . import native
+from kazetts.stages import native
 
 WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
 KERNELS = {"auto": 0, "ggml": 1, "avx2": 2, "avx512-vnni": 3}
@@ -253,7 +253,7 @@ class NumpyCodePredictor:
     def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = 0.9, top_k: int = 50,
                 top_p: float = 1.0, rng: np.random.Generator | None = None):
         """-> (codes [15], embedding_sum [n_in], logits [15, vocab])."""
-        from .sampling import CodePredictorSampler, SamplerConfig
+        from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
         sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature, top_k, top_p, greedy))
         hidden = np.asarray(hidden, np.float32).reshape(-1)
         cache = [([], []) for _ in self.layers]

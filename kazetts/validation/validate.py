@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import goldens
-from .prompt import build_prompt, chat_text, instruct_text
-from .sampling import SamplerConfig, TalkerSampler, margin
-from .talker_loop import TeacherForcing, run_talker
+from kazetts.validation import goldens
+from kazetts.stages.prompt import build_prompt, chat_text, instruct_text
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler, margin
+from kazetts.engine.talker_loop import TeacherForcing, run_talker
 
 F32_GATES = {"prompt": 1e-5, "cosine": 0.99999, "codec": 1e-4}
 QUANTIZED_GATES = {"prompt": 5e-2, "cosine": 0.99, "codec": 5e-2}
@@ -41,17 +41,6 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity in float64."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-30)
-
-
-def find_model_files(model_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """The one *-talker-*.gguf and the one *-mmproj-*.gguf in a directory."""
-    found = {}
-    for kind in ("talker", "mmproj"):
-        files = sorted(pathlib.Path(model_dir).glob(f"*-{kind}-*.gguf"))
-        if len(files) != 1:
-            raise ValueError(f"{model_dir} must hold exactly one *-{kind}-*.gguf, found {[f.name for f in files]}")
-        found[kind] = files[0]
-    return found["talker"], found["mmproj"]
 
 
 def case_dirs(dumps: pathlib.Path) -> list[pathlib.Path]:

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from . import gguf_names as N
+from kazetts.gguf import names as N
 
 OUT_TYPES = ("f32", "f16", "q8_0")
 _CHUNK_ROWS = 8192

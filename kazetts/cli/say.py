@@ -21,8 +21,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args: argparse.Namespace, codec_weights: str):
-    from .tts import TTS
-    from .validate import find_model_files
+    from kazetts.engine.tts import TTS
+    from kazetts.engine.model_files import find_model_files
 
     talker, mmproj = find_model_files(pathlib.Path(args.model))
     return TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=codec_weights)
@@ -112,8 +112,8 @@ class _Sink:
 
 
 def _voices(args: argparse.Namespace) -> int:
-    from .talker_file import TalkerFile
-    from .validate import find_model_files
+    from kazetts.stages.talker_file import TalkerFile
+    from kazetts.engine.model_files import find_model_files
 
     path = pathlib.Path(args.model)
     talker = find_model_files(path)[0] if path.is_dir() else path
@@ -132,7 +132,7 @@ def _voices(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .validate import case_dirs, skip_reason, validate_case
+    from kazetts.validation.validate import case_dirs, skip_reason, validate_case
 
     tts = _engine(args, "f32")  # the exact path: the gates are the reference's tolerances
     quantized = not pathlib.Path(tts.talker.file.path).name.endswith("-f32.gguf")

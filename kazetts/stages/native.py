@@ -27,7 +27,7 @@ class NativeError(RuntimeError):
 
 def library_path() -> pathlib.Path:
     """$KAZETTS_NATIVE_LIB, else the library `make native` puts in the package."""
-    return pathlib.Path(os.environ.get(LIB_ENV) or pathlib.Path(__file__).parent / "lib" / "libkazetts.so")
+    return pathlib.Path(os.environ.get(LIB_ENV) or pathlib.Path(__file__).parents[1] / "lib" / "libkazetts.so")
 
 
 def library() -> ctypes.CDLL:

@@ -1,0 +1,1 @@
+"""GGUF file tools: the converter, the quantizer and the inspector."""

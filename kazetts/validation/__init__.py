@@ -1,0 +1,1 @@
+"""Checking kazetts against the PyTorch reference: golden dumps, the validator, the reference loader."""
