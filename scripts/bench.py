@@ -12,7 +12,8 @@ the same voice (a fixed synthetic WAV: llama-tts encodes it with its own speaker
 reference's encoder gives the x-vector kazetts and the reference use), with the non-streaming
 text prompt llama-tts builds, greedy, end-of-speech forbidden so that each says exactly
 --frames frames, with the same thread count (and OMP_THREAD_LIMIT). Each engine, weight type
-and thread count runs in its own process, whose peak RSS is read from wait4. A failed run is
+and thread count runs in its own process, whose own peak RSS is read from wait4 by a small
+go-between (bench_common.run_measured: a high-water mark survives fork and exec). A failed run is
 a row saying so, and the script exits non-zero.
 """
 

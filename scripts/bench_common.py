@@ -67,18 +67,36 @@ class Measured:
         return json.loads(self.stdout.strip().splitlines()[-1])
 
 
+# A small go-between that starts the engine and reads its peak from wait4. Linux keeps a
+# process's RSS high-water mark across fork and exec (ru_maxrss is a max over both images), so a
+# worker forked straight from this script would report this script's own peak whenever it had
+# converted or quantized first. Forked from the go-between (a bare interpreter, ~10 MB), the
+# engine's ru_maxrss is its own peak for any engine larger than that.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
 def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
-    """Runs `cmd` alone in its own process and reads that process's peak RSS from wait4, so
-    engines measured one after the other never share a peak."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    """Runs `cmd` alone in its own process (through `_LAUNCHER`) and returns its own peak RSS,
+    so engines measured one after the other never share a peak."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".maxrss") as peak:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO, env={**os.environ, **(env or {})})
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, peak.name, *cmd], stdout=out,
+                              stderr=err, cwd=REPO, env={**os.environ, **(env or {})})
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return Measured(proc.returncode, out.read(), err.read(), wall, usage.ru_maxrss / 1024)
+        kib = peak.read().strip()
+        return Measured(proc.returncode, out.read(), err.read(), wall, int(kib) / 1024 if kib else float("nan"))
 
 
 def stage_mmproj(ck: pathlib.Path, preset: str, stage: str) -> pathlib.Path:
