@@ -24,7 +24,7 @@ KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
 LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
 NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/* native/include/kazetts/*)
 
-.PHONY: setup ref native llama-src demo test asan clean-venvs
+.PHONY: setup ref native llama-src demo test pip-check asan clean-venvs
 
 setup: $(VENV)/.native
 ref: $(VENV_REF)/.installed
@@ -84,6 +84,11 @@ demo: setup
 
 test: setup ref llama-src
 	KAZETTS_WHEEL_CACHE=$(WHEEL_CACHE) $(VENV)/bin/python -m pytest tests
+
+# `pip install <directory>` and `pip install git+file://<this repo>` (its committed HEAD) into
+# fresh venvs, then `kazetts say` (make test runs the sdist -> wheel form; tests/test_pip_install.py).
+pip-check: setup
+	KAZETTS_WHEEL_CACHE=$(WHEEL_CACHE) KAZETTS_PIP_FORMS=directory,git $(VENV)/bin/python -m pytest -q -rs tests/test_pip_install.py
 
 # The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
 # runtime is preloaded into the non-instrumented Python, with libstdc++ so that exceptions work).
