@@ -90,8 +90,9 @@ test: setup ref llama-src
 pip-check: setup
 	KAZETTS_WHEEL_CACHE=$(WHEEL_CACHE) KAZETTS_PIP_FORMS=directory,git $(VENV)/bin/python -m pytest -q -rs tests/test_pip_install.py
 
-# The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
-# runtime is preloaded into the non-instrumented Python, with libstdc++ so that exceptions work).
+# The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts against
+# the venv's llama-cpp-python, as pip's build does: empty GGML_*_DIR; the runtime is preloaded
+# into the non-instrumented Python, with libstdc++ so that exceptions work).
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
 asan: setup
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \

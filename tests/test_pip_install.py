@@ -26,6 +26,9 @@ from conftest import REPO, run_script
 WHEEL_CACHE = os.environ.get("KAZETTS_WHEEL_CACHE", "")
 FORMS = os.environ.get("KAZETTS_PIP_FORMS", "sdist").split(",")
 TEXT = "Bonjour tout le monde."
+# The library the venv loads, then every libggml-base mapped in the process once it is loaded.
+LOADED = ("from kazetts.stages import native; native.library(); print(native.library_path()); "
+          "print(*sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libggml-base' in line}))")
 
 
 def run(*args, cwd: pathlib.Path, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -80,9 +83,9 @@ def test_fresh_venv_installs_and_speaks(form, pip_args, tiny_checkpoint_dir, tmp
     run(venv / "bin" / "python", *pip_args, FORM_TARGETS[form](tmp_path), cwd=tmp_path)
 
     assert run(venv / "bin" / "kazetts", "--version", cwd=tmp_path).stdout.strip() == f"kazetts {kazetts.__version__}"
-    lib = pathlib.Path(run(venv / "bin" / "python", "-c", "from kazetts.stages import native; print(native.library_path())",
-                           cwd=tmp_path).stdout.strip())
+    lib, *ggml = map(pathlib.Path, run(venv / "bin" / "python", "-c", LOADED, cwd=tmp_path).stdout.split())
     assert lib.is_relative_to(venv), f"{lib} is not the venv's own library"
+    assert len(ggml) == 1 and ggml[0].is_relative_to(venv / "lib"), f"one ggml, the venv's llama_cpp/lib: {ggml}"
     runpath = [line for line in run("readelf", "-d", lib, cwd=tmp_path).stdout.splitlines() if "RUNPATH" in line]
     assert runpath and "[$ORIGIN:$ORIGIN/../../llama_cpp/lib]" in runpath[0], runpath
 
