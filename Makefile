@@ -18,18 +18,17 @@ CPU_KEY     := $(shell (uname -m; grep -m1 -E '^(flags|Features)' /proc/cpuinfo 
 WHEEL_CACHE ?= $(HOME)/.cache/kazetts/wheels-$(CPU_KEY)
 PIP_FLAGS   ?= -q
 
-# The llama.cpp sources of the same release: ggml headers for native/, and llama.cpp's own
-# converter, which the tests compare kazetts' GGUF files with.
+# The llama.cpp sources of the same release: llama.cpp's own converter, which the tests compare
+# kazetts' GGUF files with, and the sources of the aarch64 cross build and of llama-tts.
 KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
 LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
-NATIVE_LIB  := kazetts/lib/libkazetts.so
-NATIVE_SRC  := $(wildcard native/CMakeLists.txt native/src/* native/include/kazetts/*)
+NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/* native/include/kazetts/*)
 
-.PHONY: setup ref native llama-src demo test asan clean-venvs
+.PHONY: setup ref native llama-src demo test pip-check asan clean-venvs
 
-setup: $(VENV)/.installed $(NATIVE_LIB)
+setup: $(VENV)/.native
 ref: $(VENV_REF)/.installed
-native: $(NATIVE_LIB)
+native: $(VENV)/.native
 llama-src: $(LLAMA_SRC)/.unpacked
 
 $(LLAMA_SRC)/.unpacked:
@@ -39,28 +38,38 @@ $(LLAMA_SRC)/.unpacked:
 	tar xzf $(KAZETTS_CACHE)/sdist/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C $(KAZETTS_CACHE)/src
 	touch $@
 
-$(NATIVE_LIB): $(VENV)/.installed $(LLAMA_SRC)/.unpacked $(NATIVE_SRC)
-	cmake -S native -B build/native -DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
-		-DGGML_LIB_DIR=$$($(VENV)/bin/python -c "import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / 'lib')")
-	cmake --build build/native -j2
-	mkdir -p $(dir $@) && cp build/native/libkazetts.so $@
-
 $(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_VERSION):
 	mkdir -p $(WHEEL_CACHE)
 	@echo "building llama-cpp-python $(LLAMA_CPP_VERSION) once (~5 min on 2 cores) into $(WHEEL_CACHE)"
 	$(PYTHON) -m pip wheel $(PIP_FLAGS) --no-deps -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
 	touch $@
 
+# kazetts is installed the way users install it: pip runs its build backend (scikit-build-core),
+# which compiles native/ against the venv's llama-cpp-python into site-packages/kazetts/lib. Here
+# editable, without build isolation (the build requirements are installed first, from the wheel
+# cache) and with a kept build directory, so that `make native` after an edit recompiles only
+# what changed.
 $(VENV)/.installed: pyproject.toml $(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install $(PIP_FLAGS) --find-links $(WHEEL_CACHE) -e '.[test,synthetic]'
+	$(VENV)/bin/pip install $(PIP_FLAGS) scikit-build-core
+	$(VENV)/bin/pip install $(PIP_FLAGS) --find-links $(WHEEL_CACHE) \
+		$$($(VENV)/bin/python -m scikit_build_core.build requires | $(VENV)/bin/python -c "import json, sys; print(*json.load(sys.stdin))")
+	touch $@
+
+# (kazetts/lib/libkazetts.so: where `make native` used to copy the library; a stale copy there
+# would shadow the built one in an editable install.)
+$(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
+	rm -f kazetts/lib/libkazetts.so
+	$(VENV)/bin/pip install $(PIP_FLAGS) --no-build-isolation --find-links $(WHEEL_CACHE) \
+		--config-settings=build-dir=build/editable -e '.[test,synthetic]'
 	touch $@
 
 $(VENV_REF)/.installed: requirements-ref.txt pyproject.toml
 	test -x $(VENV_REF)/bin/python || $(PYTHON) -m venv $(VENV_REF)
 	$(VENV_REF)/bin/pip install $(PIP_FLAGS) -r requirements-ref.txt
 	$(VENV_REF)/bin/pip install $(PIP_FLAGS) --no-deps qwen-tts==0.1.1
-	$(VENV_REF)/bin/pip install $(PIP_FLAGS) --no-deps -e .
+	$(VENV_REF)/bin/pip install $(PIP_FLAGS) scikit-build-core
+	$(VENV_REF)/bin/pip install $(PIP_FLAGS) --no-deps --no-build-isolation --config-settings=wheel.cmake=false -e .
 	touch $@
 
 DEMO_TEXT := Bonjour ! Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille.
@@ -73,16 +82,21 @@ demo: setup
 		--greedy -o out/demo.wav --verbose
 	$(VENV)/bin/python -m kazetts validate models/tiny dumps
 
-test: setup ref
-	$(VENV)/bin/python -m pytest tests
+test: setup ref llama-src
+	KAZETTS_WHEEL_CACHE=$(WHEEL_CACHE) $(VENV)/bin/python -m pytest tests
 
-# The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
-# runtime is preloaded into the non-instrumented Python, with libstdc++ so that exceptions work).
+# `pip install <directory>` and `pip install git+file://<this repo>` (its committed HEAD) into
+# fresh venvs, then `kazetts say` (make test runs the sdist -> wheel form; tests/test_pip_install.py).
+pip-check: setup
+	KAZETTS_WHEEL_CACHE=$(WHEEL_CACHE) KAZETTS_PIP_FORMS=directory,git $(VENV)/bin/python -m pytest -q -rs tests/test_pip_install.py
+
+# The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts against
+# the venv's llama-cpp-python, as pip's build does: empty GGML_*_DIR; the runtime is preloaded
+# into the non-instrumented Python, with libstdc++ so that exceptions work).
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
 asan: setup
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
-		-DGGML_LIB_DIR=$$($(VENV)/bin/python -c "import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / 'lib')")
+		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
 	cmake --build build/asan -j2
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \

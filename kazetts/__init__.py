@@ -4,6 +4,8 @@
 `import kazetts` stays cheap for the converter and the tools.
 """
 
+__version__ = "0.1.0"
+
 
 def __getattr__(name):
     if name in ("TTS", "Result", "AudioChunk"):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kazetts on an Android phone or tablet, in Termux (also Debian/Ubuntu on 64-bit ARM boards):
-# system packages, kazetts without torch in .venv, llama-cpp-python and native/ compiled for
-# this CPU, then a smoke synthesis on the tiny synthetic model checked against the goldens.
+# system packages, then kazetts without torch in .venv through pip (llama-cpp-python and
+# libkazetts compiled for this CPU), then a smoke synthesis on the tiny synthetic model checked
+# against the goldens.
 #
 #   git clone <kazetts> && cd kazetts && bash scripts/termux_setup.sh
 #
@@ -36,23 +37,23 @@ install_system_packages() {
     fi
 }
 
-# The venv sees the system numpy, so pip does not compile one.
+# kazetts through pip and its build backend, as users install it, without build isolation: an
+# isolated build environment would not see the system numpy and pip would compile one for
+# llama-cpp-python. So the build requirements (pyproject.toml) come first, into the venv, which
+# sees the system numpy: llama-cpp-python compiles here for this CPU; then kazetts' build
+# compiles libkazetts against it into the package. No test extras: tiktoken and tokenizers
+# would need a Rust toolchain.
 install_kazetts() {
-    local python
+    local python py=$VENV/bin/python
     python=$(command -v python3 || command -v python)
-    test -x "$VENV/bin/python" || "$python" -m venv --system-site-packages "$VENV"
-    log "kazetts + llama-cpp-python (compiled here with ${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON}; no torch)"
-    CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$VENV/bin/pip" install -q -e '.[synthetic]'
-}
-
-# native/ against the ggml that llama-cpp-python just built. -o: the venv is installed above,
-# without the Makefile's test extras (tiktoken and tokenizers would need a Rust toolchain).
-# scikit-build-core: make llama-src downloads the sdist without build isolation, and pip still
-# reads its metadata through the build backend.
-build_native() {
-    log "native code predictor and codec"
-    "$VENV/bin/pip" install -q scikit-build-core
-    make -o "$VENV/.installed" native PYTHON="$VENV/bin/python"
+    test -x "$py" || "$python" -m venv --system-site-packages "$VENV"
+    log "build requirements: scikit-build-core, llama-cpp-python (compiled with ${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON})"
+    "$py" -m pip install -q scikit-build-core
+    # shellcheck disable=SC2046  # one argument per requirement
+    CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$py" -m pip install -q \
+        $("$py" -m scikit_build_core.build requires | "$py" -c "import json, sys; print(*json.load(sys.stdin))")
+    log "kazetts with libkazetts (no torch)"
+    "$py" -m pip install -q --no-build-isolation '.[synthetic]'
 }
 
 # CPUs of the fastest clusters: every core whose top frequency is above the slowest cluster's
@@ -75,19 +76,19 @@ big_cores() {
 }
 
 smoke_synthesis() {
-    local cores threads py=$VENV/bin/python
+    # the installed command: `python -m kazetts` here would import the source tree's kazetts/
+    local cores threads py=$VENV/bin/python kazetts=$VENV/bin/kazetts
     cores=$(big_cores)
     threads=$(tr ',' '\n' <<<"$cores" | wc -l)
     log "smoke synthesis on the tiny synthetic model: $threads threads pinned to CPUs $cores"
     "$py" scripts/make_checkpoint.py tiny models/tiny-custom_voice -q
-    "$py" -m kazetts convert models/tiny-custom_voice -o models/tiny --type f32 -q
-    taskset -c "$cores" "$py" -m kazetts say "Bonjour ! Le 14 juillet 1789, à Paris." --model models/tiny \
+    "$kazetts" convert models/tiny-custom_voice -o models/tiny --type f32 -q
+    taskset -c "$cores" "$kazetts" say "Bonjour ! Le 14 juillet 1789, à Paris." --model models/tiny \
         --language french --speaker vivian --greedy --threads "$threads" -o out/smoke.wav --verbose
-    taskset -c "$cores" "$py" -m kazetts validate models/tiny dumps --threads "$threads"
+    taskset -c "$cores" "$kazetts" validate models/tiny dumps --threads "$threads"
     log "out/smoke.wav written (synthetic weights: noise, not speech); every golden stage passed"
 }
 
 install_system_packages
 install_kazetts
-build_native
 [ "${KAZETTS_SKIP_SMOKE:-0}" = 1 ] || smoke_synthesis

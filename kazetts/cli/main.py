@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kazetts import __version__
 from kazetts.cli import say as cli_say
+from kazetts.stages.native import NativeLibraryError
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -37,6 +39,7 @@ def _info(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kazetts", description="Qwen3-TTS 12 Hz from GGUF files")
+    p.add_argument("--version", action="version", version=f"kazetts {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="convert a Hugging Face checkpoint directory to talker + mmproj GGUF files")
     c.add_argument("checkpoint", help="checkpoint directory (config.json, model.safetensors, speech_tokenizer/, tokenizer)")
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, NativeLibraryError) as e:
         print(f"kazetts {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -1,19 +1,26 @@
 """Loads libkazetts, the C++/ggml stages, beside the ggml that llama-cpp-python ships.
 
-llama_cpp is imported first so that its libggml*.so are in the process; libkazetts links the
-same files (by soname, RPATH to llama_cpp/lib), so the process holds one ggml.
+pip builds libkazetts into the package (kazetts/lib) against the ggml of the llama-cpp-python
+installed beside it. llama_cpp is imported first so that its libggml*.so are in the process;
+libkazetts links the same files by soname (RUNPATH: the llama_cpp/lib next to kazetts/lib), so
+the process holds one ggml. libkazetts records which ggml it was built against; another one (an
+upgrade or rebuild of llama-cpp-python after kazetts) is refused before anything crosses the
+boundary, with what to reinstall, since ggml's structures and enums change between releases.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.resources
 import os
 import pathlib
 
-import llama_cpp  # noqa: F401  (loads ggml into the process before libkazetts)
-
 ABI_VERSION = 2
 LIB_ENV = "KAZETTS_NATIVE_LIB"
+LIB_NAME = "libkazetts.so"
+REINSTALL = ("reinstall kazetts so that pip rebuilds it against the llama-cpp-python installed now "
+             "(pip install --force-reinstall --no-deps --no-cache-dir <kazetts sdist, git URL or source "
+             "directory>; in a clone: make setup)")
 _LIBRARY: ctypes.CDLL | None = None
 
 
@@ -25,25 +32,58 @@ class NativeError(RuntimeError):
         self.status = status
 
 
+class NativeLibraryError(ImportError):
+    """libkazetts cannot be used: missing, not loadable, or built for another ABI or ggml."""
+
+
 def library_path() -> pathlib.Path:
-    """$KAZETTS_NATIVE_LIB, else the library `make native` puts in the package."""
-    return pathlib.Path(os.environ.get(LIB_ENV) or pathlib.Path(__file__).parents[1] / "lib" / "libkazetts.so")
+    """$KAZETTS_NATIVE_LIB, else the library pip's build installed in the package."""
+    override = os.environ.get(LIB_ENV)
+    return pathlib.Path(override or str(importlib.resources.files("kazetts") / "lib" / LIB_NAME))
+
+
+def built_with(lib: ctypes.CDLL) -> str:
+    """The llama-cpp-python and ggml the library was built against (recorded by its build)."""
+    lib.kz_built_with.restype = ctypes.c_char_p
+    return lib.kz_built_with().decode()
+
+
+def running_with(lib: ctypes.CDLL) -> str:
+    """The llama-cpp-python and ggml of this process, named as built_with names them; ggml
+    answers through the library's own link, so this is the ggml it is bound to."""
+    import llama_cpp
+
+    for fn in (lib.ggml_version, lib.ggml_commit):
+        fn.restype = ctypes.c_char_p
+    return f"llama-cpp-python {llama_cpp.__version__}, ggml {lib.ggml_version().decode()} ({lib.ggml_commit().decode()})"
+
+
+def _load(path: pathlib.Path) -> ctypes.CDLL:
+    if not path.exists():
+        raise NativeLibraryError(f"{path} does not exist: kazetts was installed without its native library; {REINSTALL}")
+    import llama_cpp  # noqa: F401  (loads ggml into the process before libkazetts)
+
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        raise NativeLibraryError(f"cannot load {path} ({e}); {REINSTALL}") from None
+    lib.kz_abi_version.restype = ctypes.c_int
+    if lib.kz_abi_version() != ABI_VERSION:
+        raise NativeLibraryError(f"{path} has ABI {lib.kz_abi_version()}, kazetts needs {ABI_VERSION}; {REINSTALL}")
+    built, running = built_with(lib), running_with(lib)
+    if built != running:
+        raise NativeLibraryError(f"{path} was built against {built}, but this process runs {running}; {REINSTALL}, "
+                                 "or reinstall the llama-cpp-python it was built against")
+    lib.kz_status_name.restype = ctypes.c_char_p
+    lib.kz_status_name.argtypes = [ctypes.c_int]
+    return lib
 
 
 def library() -> ctypes.CDLL:
-    """The loaded library (loaded once per process), its ABI version checked."""
+    """The loaded library (loaded once per process), its ABI and ggml checked."""
     global _LIBRARY
     if _LIBRARY is None:
-        path = library_path()
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist: build it with `make native`")
-        lib = ctypes.CDLL(str(path))
-        lib.kz_abi_version.restype = ctypes.c_int
-        lib.kz_status_name.restype = ctypes.c_char_p
-        lib.kz_status_name.argtypes = [ctypes.c_int]
-        if lib.kz_abi_version() != ABI_VERSION:
-            raise ImportError(f"{path} has ABI {lib.kz_abi_version()}, kazetts needs {ABI_VERSION}: rebuild it")
-        _LIBRARY = lib
+        _LIBRARY = _load(library_path())
     return _LIBRARY
 
 

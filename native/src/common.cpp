@@ -12,6 +12,8 @@
 
 int kz_abi_version(void) { return KZ_ABI_VERSION; }
 
+const char *kz_built_with(void) { return KZ_BUILT_WITH; }
+
 const char *kz_status_name(int status) {
     switch (status) {
         case KZ_OK: return "ok";

@@ -34,6 +34,10 @@ typedef enum kz_status {
 /* The library's ABI version; bumped whenever a signature or struct changes. */
 KZ_API int kz_abi_version(void);
 
+/* The ggml this library was built against: "llama-cpp-python <version>, ggml <version> (<commit>)".
+ * A process must run it with that same ggml; kazetts' Python loader compares them. */
+KZ_API const char *kz_built_with(void);
+
 /* A static, human-readable name of a status code. */
 KZ_API const char *kz_status_name(int status);
 
