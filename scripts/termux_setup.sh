@@ -42,7 +42,7 @@ install_kazetts() {
     python=$(command -v python3 || command -v python)
     test -x "$VENV/bin/python" || "$python" -m venv --system-site-packages "$VENV"
     log "kazetts + llama-cpp-python (compiled here with ${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON}; no torch)"
-    CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$VENV/bin/pip" install -q -e '.[synthetic]'
+    CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$VENV/bin/pip" install -q -e '.[synthetic,server]'
 }
 
 # native/ against the ggml that llama-cpp-python just built. -o: the venv is installed above,

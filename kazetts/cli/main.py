@@ -1,11 +1,12 @@
-"""Command line: ``kazetts convert|quantize|info|say|voices|validate`` (``kazetts -h``)."""
+"""Command line: ``kazetts convert|quantize|info|say|voices|validate|serve`` (``kazetts -h``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from kazetts.cli.main import say as cli_say
+from kazetts.cli import say as cli_say
+from kazetts.cli import serve as cli_serve
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("files", nargs="+", help="GGUF file(s)")
     i.set_defaults(func=_info)
     cli_say.register(sub)
+    cli_serve.register(sub)
     return p
 
 

@@ -73,6 +73,7 @@ class TextPieces:
         self.text = ""  # the current piece's text once closed
         self.tokens: list[int] = []  # committed text tokens of the current piece
         self.closed = False
+        self._in_piece = False
         self._fed_chars = 0  # characters of `received` the committed tokens cover
         self.head: list[int] = []
         self.tail: list[int] = []
@@ -80,8 +81,11 @@ class TextPieces:
     # -- what the frame loop asks -----------------------------------------------------------------
     def next_piece(self) -> bool:
         """Moves to the next piece; blocks until it has a token. False when nothing is left to say."""
-        if self.closed:
+        if self._in_piece:
+            while not self.closed:  # the frame loop may stop (a frame cap) before a piece's text has come
+                self._advance()
             self.received = self.received[len(self.text):]
+        self._in_piece = True
         self.tokens, self.closed, self.text, self._fed_chars = [], False, "", 0
         while True:
             self._update()
@@ -102,8 +106,7 @@ class TextPieces:
     def token(self, index: int) -> int | None:
         """The current piece's text token `index`, waiting for text if needed; None past its end."""
         while not self.ready(index):
-            self._pull()
-            self._update()
+            self._advance()
         return self.tokens[index] if index < len(self.tokens) else None
 
     def chat_ids(self) -> list[int]:
@@ -111,6 +114,10 @@ class TextPieces:
         return self.head + self.tokens + self.tail
 
     # -- reading and committing -------------------------------------------------------------------
+    def _advance(self) -> None:
+        self._pull()
+        self._update()
+
     def _pull(self) -> None:
         try:
             chunk = next(self._chunks)
