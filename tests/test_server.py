@@ -88,6 +88,8 @@ def http(method: str, url: str, body: bytes | None = None, headers: dict | None 
             return r.status, r.read(), dict(r.headers)
     except urllib.error.HTTPError as e:
         return e.code, e.read(), dict(e.headers)
+    except urllib.error.URLError:  # not listening (yet)
+        return 0, b"", {}
 
 
 def client(url: str, key: str = "unused") -> openai.OpenAI:
@@ -366,3 +368,34 @@ def test_websocket_refuses_a_bad_start_and_the_example_client_works(server, tmp_
     assert run.returncode == 0, run.stderr
     audio, rate = soundfile.read(out)
     assert rate == 24000 and len(audio) == FRAMES * 1920 and "first audio after" in run.stderr
+
+
+def test_kazetts_serve_command(tiny_gguf):
+    """The command: binds 127.0.0.1, answers /health once loaded, speaks, stops on SIGTERM."""
+    import socket
+
+    talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "kazetts", "serve", "--model", str(talker.parent), "--port",
+                                str(port), "--max-frames", "2", "--api-key", "k"], cwd=REPO, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.time() + 120
+        while time.time() < end and http("GET", url + "/health")[0] != 200:
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.2)
+        audio = client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="Hi there.",
+                                                     response_format="pcm").content
+        assert len(audio) == 2 * FRAME_BYTES
+    finally:
+        process.terminate()
+        stderr = process.communicate(timeout=60)[1].decode()
+    assert "listening on http://127.0.0.1:" in stderr and "Traceback" not in stderr
+
+
+def test_kazetts_serve_bad_model_dir_is_one_line():
+    run = subprocess.run([sys.executable, "-m", "kazetts", "serve", "--model", "/nonexistent"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "exactly one *-talker-*.gguf" in run.stderr and "Traceback" not in run.stderr
