@@ -121,8 +121,10 @@ def test_stream_text_takes_async_chunks_and_bytes(tts):
             await asyncio.sleep(0)
             yield data[i:i + 3]
 
+    audio = tts.stream_text(deltas(), **options)  # made outside the event loop, iterated in it
+
     async def collect():
-        return [chunk.audio async for chunk in tts.stream_text(deltas(), **options)]
+        return [chunk.audio async for chunk in audio]
 
     assert np.array_equal(np.concatenate(asyncio.run(collect())), whole.audio)
 

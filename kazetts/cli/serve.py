@@ -22,7 +22,13 @@ def _serve(args: argparse.Namespace) -> int:
     talker, mmproj = find_model_files(pathlib.Path(args.model))  # a wrong directory fails here, not later
 
     def load() -> TTS:
-        tts = TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=args.codec)
+        try:
+            tts = TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=args.codec)
+            if args.voice and args.voice.lower() not in tts.speakers:
+                raise ValueError(f"unknown --voice {args.voice!r}; choose one of {tts.speakers}")
+        except Exception as error:
+            print(f"kazetts serve: error: the model did not load: {error}", file=sys.stderr, flush=True)
+            raise
         print(f"kazetts serve: {talker.name} loaded ({tts.model_type}, speakers {tts.speakers or 'none'})",
               file=sys.stderr, flush=True)
         return tts
@@ -35,9 +41,12 @@ def _serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and options.api_key is None:
         print(f"kazetts serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
               "port can use the model", file=sys.stderr)
-    web.run_app(app, host=args.host, port=args.port, print=lambda text: print(
-        f"kazetts serve: listening on http://{args.host}:{args.port} (model loading; GET /health says when ready)",
-        file=sys.stderr, flush=True), access_log=None)
+    try:
+        web.run_app(app, host=args.host, port=args.port, print=lambda text: print(
+            f"kazetts serve: listening on http://{args.host}:{args.port} (model loading; GET /health says when "
+            "ready)", file=sys.stderr, flush=True), access_log=None)
+    except OSError as error:
+        raise ValueError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
     return 0
 
 

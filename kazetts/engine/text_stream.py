@@ -195,20 +195,18 @@ def run_with_async_chunks(run: Callable[[Iterator[Any]], Iterator[Any]], chunks:
     """`run(sync_chunks)` (a blocking generator) driven from asyncio: it runs in a thread of its
     own, pulls `chunks` through the event loop, and its items come back as an async iterator.
     Leaving the `async for` early stops the generator between two items."""
-    loop = asyncio.get_running_loop()
-    results: asyncio.Queue = asyncio.Queue()
     stop = threading.Event()
     done = object()
 
-    def pull() -> Iterator[Any]:
-        while not stop.is_set():
-            try:
-                yield asyncio.run_coroutine_threadsafe(chunks.__anext__(), loop).result()
-            except StopAsyncIteration:
-                return
-        raise _ConsumerLeft
+    def worker(loop: asyncio.AbstractEventLoop, results: asyncio.Queue) -> None:
+        def pull() -> Iterator[Any]:
+            while not stop.is_set():
+                try:
+                    yield asyncio.run_coroutine_threadsafe(chunks.__anext__(), loop).result()
+                except StopAsyncIteration:
+                    return
+            raise _ConsumerLeft
 
-    def worker() -> None:
         outcome: Any = done
         try:
             generator = run(pull())
@@ -222,7 +220,9 @@ def run_with_async_chunks(run: Callable[[Iterator[Any]], Iterator[Any]], chunks:
         loop.call_soon_threadsafe(results.put_nowait, outcome)
 
     async def items() -> AsyncIterator:
-        thread = threading.Thread(target=worker, name="kazetts-stream-text", daemon=True)
+        results: asyncio.Queue = asyncio.Queue()
+        thread = threading.Thread(target=worker, args=(asyncio.get_running_loop(), results),
+                                  name="kazetts-stream-text", daemon=True)
         thread.start()
         try:
             while (item := await results.get()) is not done:

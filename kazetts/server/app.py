@@ -186,6 +186,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
     server: Server = request.app[SERVER]
     spoken = server.parse(await _json_body(request))
     job = server.submit(speech_producer(spoken, server.options))
+    response = None
     try:
         kind, value = await server.next_event(job, _alive(request))
         if kind == ERROR:
@@ -215,9 +216,9 @@ async def speech(request: web.Request) -> web.StreamResponse:
             await response.write(_sse({"type": "speech.audio.done", "usage": _usage(value)}))
         await response.write_eof()
         return response
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:  # the client went away: its job is cancelled below
         server.metrics.cancelled += 1
-        raise
+        return response if response is not None else web.Response(status=499)  # nginx's "client closed"
     finally:
         server.worker.cancel(job)
 
@@ -368,6 +369,9 @@ async def openai_errors(request: web.Request, handler) -> web.StreamResponse:
         api = ApiError(error.status, error.reason, code=error.reason.lower().replace(" ", "_"))
         response = _error_response(api)
         server.metrics.error(api.code)
+    except Exception as error:  # noqa: BLE001 - a bug answers this request, in OpenAI's shape
+        response = _error_response(ApiError(500, f"{type(error).__name__}: {error}", code="internal_error"))
+        server.metrics.error("internal_error")
     server.metrics.request(endpoint, response.status)
     return response
 
