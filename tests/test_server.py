@@ -244,6 +244,10 @@ def test_bad_requests_are_4xx_in_openai_shape_and_the_server_keeps_serving(serve
         assert (error["code"], error["param"]) == (code, param), (body[:60], error)
         assert error["type"] == "invalid_request_error"
     assert_openai_error(*http("GET", url + "/v1/nothing")[:2], 404)
+    page = {"Origin": "https://example.com", "Content-Type": "text/plain"}
+    good = json.dumps({"model": "tts-1", "input": "Hi."}).encode()
+    assert assert_openai_error(*http("POST", url + "/v1/audio/speech", good, page)[:2], 403)["code"] == "origin_not_allowed"
+    assert http("GET", url + "/v1/audio/voices", None, {"Origin": "http://localhost:3000"})[0] == 200
     assert_openai_error(*http("GET", url + "/v1/audio/speech")[:2], 405)
     assert_openai_error(*http("POST", url + "/v1/audio/speech", b"x" * (2 << 20))[:2], 413)
     with pytest.raises(openai.BadRequestError) as bad:

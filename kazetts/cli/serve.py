@@ -36,7 +36,8 @@ def _serve(args: argparse.Namespace) -> int:
     options = ServerOptions(model_name=args.name or pathlib.Path(args.model).resolve().name,
                             api_key=args.api_key or os.environ.get("KAZETTS_API_KEY") or None,
                             max_queue=args.queue, chunk_frames=args.chunk_frames, default_voice=args.voice,
-                            default_format=args.default_format, max_frames=args.max_frames)
+                            default_format=args.default_format, max_frames=args.max_frames,
+                            allow_origins=tuple(args.allow_origin))
     app = make_app(load, options)
     if args.host not in ("127.0.0.1", "localhost", "::1") and options.api_key is None:
         print(f"kazetts serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
@@ -64,6 +65,9 @@ def register(sub) -> None:
     s.add_argument("--default-format", default=None, help="response_format when a request names none "
                                                           "(default mp3 where it can be written, else wav)")
     s.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first (default 4)")
+    s.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web page origin allowed besides loopback ones, e.g. http://192.168.1.5:8000 "
+                        "(repeatable; '*' for any)")
     s.add_argument("--max-frames", type=int, default=None, help="frame cap per text piece (default: from its length)")
     s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
     s.add_argument("--name", default=None, help="model id in /v1/models (default: the model directory's name)")

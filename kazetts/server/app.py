@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import yarl
 from aiohttp import WSMsgType, web
 
 from kazetts.engine.time_stretch import TimeStretch
@@ -50,6 +51,7 @@ class ServerOptions:
     max_frames: int | None = None  # frame cap per text piece (default: from the text's length)
     text_timeout: float = 60.0  # WebSocket: seconds without text before the stream is given up
     saved_voices: SavedVoices | None = None  # hook for saved (cloned) voices
+    allow_origins: tuple[str, ...] = ()  # browser origins besides loopback ones ("*": any)
 
 
 class Server:
@@ -358,6 +360,7 @@ async def openai_errors(request: web.Request, handler) -> web.StreamResponse:
     server: Server = request.app[SERVER]
     endpoint = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
     try:
+        _check_origin(request, server.options.allow_origins)
         _check_key(request, server.options.api_key)
         response = await handler(request)
     except ApiError as error:
@@ -374,6 +377,19 @@ async def openai_errors(request: web.Request, handler) -> web.StreamResponse:
         server.metrics.error("internal_error")
     server.metrics.request(endpoint, response.status)
     return response
+
+
+def _check_origin(request: web.Request, allowed: tuple[str, ...]) -> None:
+    """A web page elsewhere must not drive this machine's model through the visitor's browser
+    (browsers send any page's POSTs and WebSockets to 127.0.0.1): requests that carry an Origin
+    must come from a loopback page or an allowed origin. Programs send no Origin."""
+    origin = request.headers.get("Origin")
+    if origin is None or "*" in allowed or origin in allowed:
+        return
+    host = yarl.URL(origin).host
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ApiError(403, f"requests from web pages at {origin} are not allowed; start the server with "
+                            f"--allow-origin {origin}", code="origin_not_allowed")
 
 
 def _check_key(request: web.Request, key: str | None) -> None:
