@@ -22,12 +22,13 @@ import numpy as np
 
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
-from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, Prompt, build_prompt, chat_text, instruct_text
+from kazetts.stages.prompt import Prompt, build_prompt, chat_text, instruct_text
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler
 from kazetts.stages.talker import Talker
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
 from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
+from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS  # (apart: keeps this change additive)
 
 FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
