@@ -53,7 +53,7 @@ install_kazetts() {
     CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$py" -m pip install -q \
         $("$py" -m scikit_build_core.build requires | "$py" -c "import json, sys; print(*json.load(sys.stdin))")
     log "kazetts with libkazetts (no torch)"
-    "$py" -m pip install -q --no-build-isolation '.[synthetic]'
+    "$py" -m pip install -q --no-build-isolation '.[synthetic,server]'
 }
 
 # CPUs of the fastest clusters: every core whose top frequency is above the slowest cluster's

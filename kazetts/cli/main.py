@@ -1,4 +1,4 @@
-"""Command line: ``kazetts convert|quantize|info|say|voices|validate`` (``kazetts -h``)."""
+"""Command line: ``kazetts convert|quantize|info|say|voices|validate|serve`` (``kazetts -h``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 
 from kazetts import __version__
 from kazetts.cli import say as cli_say
+from kazetts.cli import serve as cli_serve
 from kazetts.stages.native import NativeLibraryError
 
 
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("files", nargs="+", help="GGUF file(s)")
     i.set_defaults(func=_info)
     cli_say.register(sub)
+    cli_serve.register(sub)
     return p
 
 

@@ -15,25 +15,35 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+|(?<=[。�
 _CLAUSE = re.compile(r"[,;:，；：、]\s*")
 
 
+def sentence_ends(text: str) -> list[int]:
+    """Positions just after each sentence end (after its trailing whitespace)."""
+    return [match.end() for match in _SENTENCE_END.finditer(text)]
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences with their trailing whitespace kept, so that ''.join(...) == text."""
     pieces, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        if match.end() > start:
-            pieces.append(text[start:match.end()])
-            start = match.end()
+    for end in sentence_ends(text):
+        if end > start:
+            pieces.append(text[start:end])
+            start = end
     if start < len(text):
         pieces.append(text[start:])
     return pieces
 
 
+def cut_point(window: str, earliest: int = 0) -> int:
+    """Where to cut a sentence too long for `window`: after its last clause boundary, else after
+    its last space, else at the window's end; never at or before `earliest`."""
+    clauses = [m.end() for m in _CLAUSE.finditer(window) if earliest < m.end() < len(window)]
+    spaces = [i + 1 for i, ch in enumerate(window) if ch.isspace() and i > 0 and i + 1 > earliest]
+    return (clauses or spaces or [len(window)])[-1]
+
+
 def _cut(sentence: str, max_chars: int) -> list[str]:
     pieces = []
     while len(sentence) > max_chars:
-        window = sentence[:max_chars]
-        clauses = [m.end() for m in _CLAUSE.finditer(window) if m.end() < len(window)]
-        spaces = [i + 1 for i, ch in enumerate(window) if ch.isspace() and i > 0]
-        cut = (clauses or spaces or [max_chars])[-1]
+        cut = cut_point(sentence[:max_chars])
         pieces.append(sentence[:cut])
         sentence = sentence[cut:]
     return pieces + ([sentence] if sentence else [])

@@ -27,6 +27,8 @@ from kazetts.stages.sampling import SamplerConfig, TalkerSampler
 from kazetts.stages.talker import Talker
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
+from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
+from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS  # (apart: keeps this change additive)
 
 FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
@@ -164,6 +166,91 @@ class TTS:
                       np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32), summary, stopped)
 
 
+    def stream_text(self, chunks, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
+                    speaker_embedding: np.ndarray | None = None, greedy: bool = False, seed: int | None = None,
+                    max_frames: int | None = None, chunk_frames: int = 4, timings: dict | None = None,
+                    codes_out: list | None = None, stopped_by: list | None = None):
+        """Speaks text that is still being written: `chunks` is an iterator (or an async
+        iterator) of str or UTF-8 bytes pieces, e.g. an LLM's deltas, cut anywhere.
+
+        Runs the model's streaming-text mode, one text token per frame, feeding only tokens
+        that no later text can change (kazetts.engine.text_stream), and waits for text when the
+        talker catches up with it; so speech starts with the first word, nothing is dropped or
+        reordered, and a text of up to PIECE_CHARS // 2 characters gives exactly the codes of
+        `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
+        audio already decoded is sent before waiting for text. The voice options are checked
+        here, before any text is read."""
+        if chunk_frames < 1:
+            raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
+        self._prompts("a", speaker, language, instruct, speaker_embedding, True, max_frames)
+        options = dict(speaker=speaker, language=language, instruct=instruct, speaker_embedding=speaker_embedding,
+                       greedy=greedy, seed=seed, max_frames=max_frames, chunk_frames=chunk_frames,
+                       timings=timings if timings is not None else {}, codes_out=codes_out, stopped_by=stopped_by)
+        if hasattr(chunks, "__aiter__"):
+            return run_with_async_chunks(lambda sync_chunks: self._stream_text(sync_chunks, **options), chunks)
+        return self._stream_text(chunks, **options)
+
+    def _stream_text(self, chunks, speaker, language, instruct, speaker_embedding, greedy, seed, max_frames,
+                     chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
+        instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
+        pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
+        rng = None if greedy else np.random.default_rng(seed)
+        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
+                                           SamplerConfig(greedy=greedy))
+        predictor = NativeFrames(self.code_predictor, greedy=greedy, rng=rng)
+        start, total_frames, joiner, index = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES), -1
+        while pieces.next_piece():
+            index += 1
+            prompt = ArrivingPrompt(build_prompt(self.talker.file, self.voices, pieces.chat_ids(), language=language,
+                                                 speaker=speaker, instruct_ids=instruct_ids,
+                                                 speaker_embedding=speaker_embedding), pieces, self.talker.file)
+            room = self.talker.n_ctx - len(prompt.prefill)
+            if room < 1:
+                raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
+            self.codec.reset()
+            trace, pending, want, produced = TalkerTrace(record=False), [], 1, 0
+            frames = talker_frames(self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng,
+                                   trace, timings)
+            for codes in frames:
+                pending.append(codes)
+                produced += 1
+                budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS) if pieces.closed else None
+                over = max_frames is None and budget is not None and produced >= min(budget, room)
+                if len(pending) == want or over or not pieces.ready(produced):  # flush before waiting for text
+                    total_frames += len(pending)
+                    yield self._decoded(pending, joiner, index, total_frames, timings, start, codes_out)
+                    pending, want = [], chunk_frames
+                if over:
+                    frames.close()
+                    break
+            if pending:
+                total_frames += len(pending)
+                yield self._decoded(pending, joiner, index, total_frames, timings, start, codes_out)
+            joiner.end_piece()
+            if trace.stopped_by != "eos" and max_frames is None:
+                warnings.warn(f"piece {index + 1} reached its budget of {produced} frames without end-of-speech; "
+                              "it was cut there", RuntimeWarning, stacklevel=2)
+            if stopped_by is not None:
+                stopped_by.append(trace.stopped_by)
+        if index < 0:
+            raise ValueError("empty text: there is nothing to say")
+        yield AudioChunk(joiner.flush(), index, total_frames)
+        timings["frames"] = total_frames
+        timings["wall"] = time.perf_counter() - start
+
+    def _decoded(self, frames: list[np.ndarray], joiner: "_Joiner", piece: int, total_frames: int, timings: dict,
+                 start: float, codes_out: list | None) -> AudioChunk:
+        """stream_text's audio for some frames (the last piece is not known in advance, so the
+        joiner always holds the crossfade tail back; `flush` gives it at the end)."""
+        clock = time.perf_counter()
+        audio = self.codec.stream(np.stack(frames))
+        timings["codec"] = timings.get("codec", 0.0) + time.perf_counter() - clock
+        timings.setdefault("first_chunk", time.perf_counter() - start)
+        if codes_out is not None:
+            codes_out.extend(frames)
+        return AudioChunk(joiner.push(audio, last_piece=False), piece, total_frames)
+
+
 def _batched(frames: Iterator[np.ndarray], first: int, size: int) -> Iterator[list[np.ndarray]]:
     """Frames in lists of `first`, then of `size` (the last may be shorter)."""
     batch: list[np.ndarray] = []
@@ -204,3 +291,8 @@ class _Joiner:
     def end_piece(self) -> None:
         if len(self.held):
             self.tail, self.held = self.held, np.zeros(0, np.float32)
+
+    def flush(self) -> np.ndarray:
+        """What is still held once the last piece has ended (when that was not known in advance)."""
+        tail, self.tail = self.tail, None
+        return tail if tail is not None else np.zeros(0, np.float32)

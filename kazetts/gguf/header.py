@@ -79,7 +79,9 @@ class GGUFHeader:
         """Rows of a 2-D tensor (ggml ne = [row_len, n_rows]) as float32 [len(ids), row_len]."""
         shape, ty = self.tensors[name]
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= int(shape[1])):
+        if not ids.size:  # e.g. the trailing text of a one-token text in streaming mode
+            return np.zeros((0, int(shape[0])), np.float32)
+        if (ids.min() < 0 or ids.max() >= int(shape[1])):
             raise ValueError(f"{name}: row id out of range 0..{int(shape[1]) - 1}")
         block, size = gguf.GGML_QUANT_SIZES[ty]
         row_bytes = int(shape[0]) // block * size

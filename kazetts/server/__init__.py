@@ -1,0 +1,1 @@
+"""`kazetts serve`: an OpenAI-compatible speech server (aiohttp) around one kazetts.TTS."""

@@ -1,0 +1,101 @@
+"""The body of POST /v1/audio/speech (and of the text-streaming WebSocket's start message),
+checked field by field into a SpeechRequest; every refusal is a 400 naming the field.
+
+OpenAI's fields: model, input, voice (a name, or {"id": ...}), instructions, response_format,
+speed, stream_format; kazetts' extensions: language, seed (and the aliases speaker = voice,
+instruct = instructions that other Qwen3-TTS servers take). Unknown fields are ignored, as
+clients add their own (Kokoro's "stream", "lang_code" ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
+from kazetts.server.audio_formats import ALL_FORMATS
+from kazetts.server.errors import bad_request
+
+MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request may hold here
+MAX_SEED = 2**63 - 1
+
+
+@dataclass
+class SpeechRequest:
+    input: str
+    voice: dict  # keyword arguments of TTS.stream for the voice: speaker=... or speaker_embedding=...
+    voice_id: str | None
+    instructions: str | None
+    response_format: str
+    speed: float
+    stream_format: str
+    language: str
+    seed: int | None
+    model: str
+
+    def engine_options(self) -> dict:
+        return dict(language=self.language, instruct=self.instructions, seed=self.seed, **self.voice)
+
+
+def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, aliases: tuple[str, ...] = ()) -> Any:
+    """body[name] (or an alias) if given, checked to be of `kind` (a bool is not a number here)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for key in (name, *aliases):
+        value = body.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            wanted = " or ".join("object" if k is dict else "number" if k is float else k.__name__ for k in kinds
+                                 if k is not int or float not in kinds)
+            raise bad_request(f"'{key}' must be a {wanted}, got {type(value).__name__}", key, "invalid_type")
+        return value
+    return default
+
+
+def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_voice: Callable[[str | None], dict],
+                 languages: list[str], takes_instruct: bool, max_input_chars: int = MAX_INPUT_CHARS,
+                 text_required: bool = True) -> SpeechRequest:
+    """Checks a decoded JSON body; `resolve_voice(name)` gives the engine's voice arguments or
+    raises the 400 for an unknown voice (see VoiceCatalog)."""
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object", None, "invalid_json")
+    text = _typed(body, "input", str)
+    if text_required:
+        if text is None:
+            raise bad_request("'input' is required: the text to say", "input", "missing_required_parameter")
+        if not text.strip():
+            raise bad_request("'input' is empty: there is nothing to say", "input", "empty_input")
+        if len(text) > max_input_chars:
+            raise bad_request(f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input",
+                              "string_above_max_length")
+    voice = _typed(body, "voice", (str, dict), aliases=("speaker",))
+    if isinstance(voice, dict):
+        voice = voice.get("id")
+        if not isinstance(voice, str):
+            raise bad_request("'voice' as an object must be {\"id\": \"<voice id>\"}", "voice", "invalid_type")
+    fmt = _typed(body, "response_format", str, default_format)
+    if fmt not in formats:
+        reason = "is not a format" if fmt not in ALL_FORMATS else "cannot be written by this machine's libsndfile"
+        raise bad_request(f"response_format {fmt!r} {reason}; choose one of {formats}", "response_format",
+                          "unsupported_format")
+    speed = float(_typed(body, "speed", (int, float), 1.0))
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise bad_request(f"'speed' must be within {MIN_SPEED}..{MAX_SPEED}, got {speed:g}", "speed", "invalid_value")
+    stream_format = _typed(body, "stream_format", str, "audio")
+    if stream_format not in ("audio", "sse"):
+        raise bad_request(f"stream_format {stream_format!r} is not one of ['audio', 'sse']", "stream_format",
+                          "invalid_value")
+    language = _typed(body, "language", str, "auto").lower()
+    if language not in languages:
+        raise bad_request(f"unknown language {language!r}; choose one of {languages}", "language", "invalid_value")
+    seed = _typed(body, "seed", int)
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise bad_request(f"'seed' must be within 0..{MAX_SEED}", "seed", "invalid_value")
+    instructions = _typed(body, "instructions", str, aliases=("instruct",))
+    if instructions is not None and len(instructions) > max_input_chars:
+        raise bad_request(f"'instructions' has {len(instructions)} characters; the limit is {max_input_chars}",
+                          "instructions", "string_above_max_length")
+    return SpeechRequest(input=text or "", voice=resolve_voice(voice), voice_id=voice,
+                         instructions=(instructions or None) if takes_instruct else None, response_format=fmt,
+                         speed=speed, stream_format=stream_format, language=language, seed=seed,
+                         model=_typed(body, "model", str, "kazetts"))
