@@ -12,12 +12,14 @@ import pathlib
 
 import llama_cpp  # noqa: F401  (loads ggml into the process before libkazetts)
 
+from kazetts.gguf.errors import KazettsError
+
 ABI_VERSION = 2
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 _LIBRARY: ctypes.CDLL | None = None
 
 
-class NativeError(RuntimeError):
+class NativeError(KazettsError):
     """A native call failed; `status` is the kz_status code."""
 
     def __init__(self, status: int, message: str):
