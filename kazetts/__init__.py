@@ -7,6 +7,9 @@
 __version__ = "0.1.0"
 
 
+from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError  # noqa: F401  (cheap: no imports)
+
+
 def __getattr__(name):
     if name in ("TTS", "Result", "AudioChunk"):
         from kazetts.engine import tts

@@ -71,7 +71,7 @@ def prepare_case(out: pathlib.Path, case_dir: pathlib.Path) -> pathlib.Path:
     np.save(expected / "cp_embedding_sum.npy", embedding_sums(manifest, arrays, talker))
     lines = {"name": case_dir.name, "golden": case_dir.resolve(), "talker": talker.resolve(), "mmproj": mmproj.resolve(),
              "codec_eos": manifest["codec_eos_token_id"], "stops_at_eos": int(manifest["stopped_by"] == "eos"),
-             "expected": expected.resolve()}
+             "expected": expected.resolve(), **{f"gate.{name}": repr(value) for name, value in goldens.GATES.items()}}
     if case_dir.name == LONG_CASE:
         for out_type in ("f16", "q8_0"):
             lines[f"mmproj_{out_type}"] = converted(out, ck_path, out_type)[1].resolve()

@@ -25,6 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from kazetts.validation import goldens  # noqa: E402
+from kazetts.synthetic import presets  # noqa: E402
 from kazetts.synthetic.checkpoint import make_checkpoint  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -161,7 +162,7 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
         "codec_eos_token_id": eos,
         "qwen2_regex_ids_differ": plain(text)["input_ids"] != arrays["text_ids"].tolist(),
         "checkpoint": {"preset": case.preset, "model_type": case.model_type, "seed": case.checkpoint_seed,
-                       "dtype": "bfloat16", "sha256": goldens.checkpoint_digests(checkpoint)},
+                       "dtype": presets.default_dtype(case.preset), "sha256": goldens.checkpoint_digests(checkpoint)},
         "settings": {"dtype": "float32", "attn_implementation": "eager", "greedy": True, "threads": torch.get_num_threads(),
                      "non_streaming_mode": case.non_streaming, "max_new_tokens": case.max_new_tokens,
                      "repetition_penalty": 1.05, "min_new_tokens": 2, "codec_decode": "decoder.forward (one chunk)"},

@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=pathlib.Path)
     parser.add_argument("--type", dest="model_type", default="custom_voice", help=", ".join(presets.MODEL_TYPES))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", default="bfloat16", choices=list(DTYPES),
-                        help="storage type of the weights (official checkpoints are bfloat16)")
+    parser.add_argument("--dtype", default=None, choices=list(DTYPES),
+                        help="storage type of the weights (default: the preset's; bfloat16 as official checkpoints "
+                             "but for tiny-f32)")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     start = time.perf_counter()

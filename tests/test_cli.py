@@ -63,12 +63,13 @@ def test_validate_passes_on_exact_model_and_fails_on_a_bad_golden(model_dir, tmp
 
 
 @pytest.mark.parametrize("args, message", [
-    (["say", "x", "-o", "/tmp/x.wav", "--model", "/nonexistent"], b"exactly one *-talker-*.gguf"),
-    (["say", "x", "-o", "/tmp/x.wav", "--speaker", "bob"], b"unknown speaker 'bob'"),
-    (["say", "   ", "-o", "/tmp/x.wav"], b"empty text"),
+    (["say", "x", "--model", "/nonexistent"], b"exactly one *-talker-*.gguf"),
+    (["say", "x", "--speaker", "bob"], b"unknown speaker 'bob'"),
+    (["say", "   "], b"empty text"),
 ])
-def test_errors_are_one_line_and_exit_2(model_dir, args, message):
-    if "--model" not in args:
-        args = [*args, "--model", str(model_dir)]
+def test_errors_are_one_line_and_exit_2(model_dir, tmp_path, args, message):
+    out = tmp_path / "x.wav"
+    args = [*args, "-o", out] + ([] if "--model" in args else ["--model", model_dir])
     result = kazetts(*args)
     assert result.returncode == 2 and message in result.stderr and b"Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not list(tmp_path.iterdir())

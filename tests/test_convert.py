@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import shutil
 
+import gguf
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf")
-
-from conftest import run_script  # noqa: E402
-from kazetts.gguf import names as N  # noqa: E402
-from kazetts.stages.talker import Talker  # noqa: E402
-from kazetts.tools.convert import convert_checkpoint  # noqa: E402
+from conftest import rewrite_gguf, run_script
+from kazetts.gguf import names as N
+from kazetts.stages.talker import Talker
+from kazetts.tools.convert import convert_checkpoint
 
 Q = gguf.GGMLQuantizationType
 
@@ -56,9 +55,16 @@ def _compare(ours_path, ref_path, out_type):
     assert sorted(to) == sorted(tr), (sorted(set(to) - set(tr)), sorted(set(tr) - set(to)))
     for name, r in tr.items():
         o = to[name]
-        assert o.tensor_type == r.tensor_type, f"{name}: {o.tensor_type.name} != llama.cpp {r.tensor_type.name}"
+        # the one deliberate difference: an f32 file keeps the codec conv kernels that llama.cpp
+        # writes in F16 in F32 (then llama.cpp's values are ours rounded to F16)
+        kept_f32 = out_type == "f32" and r.tensor_type == Q.F16
+        want = Q.F32 if kept_f32 else r.tensor_type
+        assert o.tensor_type == want, f"{name}: {o.tensor_type.name} != {want.name} (llama.cpp {r.tensor_type.name})"
         assert list(o.shape) == list(r.shape), f"{name}: shape {list(o.shape)} != {list(r.shape)}"
         vo, vr = _values(o), _values(r)
+        if kept_f32:
+            assert np.array_equal(vo.astype(np.float16).astype(np.float64), vr), f"{name}: not llama.cpp's F16 values"
+            continue
         if not (_derived(name) or name in FOLDED):
             assert np.array_equal(vo, vr), f"{name}: values differ from llama.cpp"
             continue
@@ -125,10 +131,13 @@ def test_all_model_types_and_tensor_types(tiny_checkpoint, tmp_path, model_type,
         assert mt[name] == main, name
     assert mt["a.gen.code.blk.0.ffn_down.weight"] == Q.F32
     assert mt["a.gen.code.blk.0.ln1.weight"] == Q.F32
-    # codec: conv kernels F16, ConvTranspose kernels F32, biases / Snake / norms F32
+    # codec: conv kernels F16 (F32 in an f32 file: exact), ConvTranspose kernels F32, biases / Snake / norms F32
+    conv_type = Q.F32 if out_type == "f32" else Q.F16
     for name in ("a.gen.wav.pre_conv.weight", "a.gen.wav.dac.entry.weight", "a.gen.wav.dac.post_conv.weight",
                  "a.gen.wav.up.blk.0.dwconv.weight", "a.gen.wav.dac.blk.0.res.0.conv1.weight"):
-        assert mt[name] == Q.F16, name
+        assert mt[name] == conv_type, name
+    if out_type == "f32":
+        assert {t for t in mt.values()} == {Q.F32}, "an f32 file holds every tensor in F32"
     for name in ("a.gen.wav.up.blk.0.conv.weight", "a.gen.wav.dac.blk.0.conv.weight", "a.gen.wav.pre_conv.bias",
                  "a.gen.wav.dac.blk.0.snake.alpha", "a.gen.wav.tfm.blk.0.ls1.weight"):
         assert mt[name] == Q.F32, name
@@ -205,3 +214,33 @@ def test_cli(tiny_checkpoint, tmp_path, capsys):
     assert (tmp_path / "vd-talker-f16.gguf").is_file() and (tmp_path / "vd-mmproj-f16.gguf").is_file()
     assert main(["convert", str(ckpt), "-o", str(tmp_path), "--type", "bf16"]) == 2
     assert "unknown output type" in capsys.readouterr().err
+
+
+def test_omitted_hparams_take_the_reference_defaults(tiny_checkpoint, tmp_path):
+    """A config without head_dim / rope_theta: the files get what the reference uses
+    (Qwen3TTSTokenizerV2Decoder attention: hidden_size // num_attention_heads; the code
+    predictor config's default rope_theta 10000), and the native codec's own fallback for a
+    file without the key follows the same rule."""
+    from kazetts.stages.codec import CodecDecoder
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint("tiny", "custom_voice", 0), ckpt)
+    st_config = json.loads((ckpt / "speech_tokenizer" / "config.json").read_text())
+    decoder = st_config["decoder_config"]
+    del decoder["head_dim"]
+    (ckpt / "speech_tokenizer" / "config.json").write_text(json.dumps(st_config))
+    config = json.loads((ckpt / "config.json").read_text())
+    del config["talker_config"]["code_predictor_config"]["rope_theta"]
+    (ckpt / "config.json").write_text(json.dumps(config))
+
+    _, mmproj = convert_checkpoint(ckpt, tmp_path / "out", "f32", verbose=False)
+    kv = _types(mmproj)[1]
+    assert kv[N.K_WAV + "head_dim"] == decoder["hidden_size"] // decoder["num_attention_heads"] == 16
+    assert kv[N.K_CODE + "rope_theta"] == 10000.0
+    codes = np.random.default_rng(0).integers(0, 2048, (4, 16)).astype(np.int32)
+    with CodecDecoder(mmproj, threads=1, weights="f32") as codec:
+        want = codec.decode(codes)
+    older = tmp_path / "older-mmproj-f32.gguf"
+    rewrite_gguf(mmproj, older, drop=lambda key: key == N.K_WAV + "head_dim")
+    with CodecDecoder(older, threads=1, weights="f32") as codec:
+        assert np.array_equal(codec.decode(codes), want)

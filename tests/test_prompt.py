@@ -12,7 +12,7 @@ from kazetts.validation import goldens
 from kazetts.stages.prompt import VoiceTable, build_prompt
 from test_checkpoint import read_tensors
 
-TOLERANCE = 1e-5
+TOLERANCE = goldens.GATES["prompt_max_abs"]
 
 
 class HFRows:

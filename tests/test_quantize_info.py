@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import gguf
 import numpy as np
 import pytest
+
+from conftest import rewrite_gguf
+from kazetts.validation import goldens
 
 from kazetts.gguf import names as N
 from kazetts.cli.main import main
@@ -89,39 +94,40 @@ def test_mmproj_quantized(tiny_gguf, tmp_path, model_type, qtype, want):
     assert {k: v for k, v in GGUFHeader(out).kv.items() if k.startswith("clip.")} == \
         {k: v for k, v in GGUFHeader(src).kv.items() if k.startswith("clip.")}
     assert "code predictor tables" in res.summary()
-    # the code predictor runs from the quantized file (numpy reference; native when built)
-    from kazetts.stages.code_predictor import NumpyCodePredictor
-    cp = NumpyCodePredictor(out)
-    assert cp is not None
-    try:
-        from kazetts.stages.code_predictor import CodePredictor
-        native = CodePredictor(out)
-    except (FileNotFoundError, ImportError, OSError):
-        return
-    codes = native.predict(np.ones(native.n_embd_in, dtype=np.float32), 5)
-    native.close()
-    assert np.asarray(codes[0] if isinstance(codes, tuple) else codes).size >= 15
+    _assert_quantized_mmproj_runs_like_f32(src, out, qtype)
+
+
+def _assert_quantized_mmproj_runs_like_f32(f32: pathlib.Path, quantized: pathlib.Path, qtype: str) -> None:
+    """The quantized mmproj against its F32 source: native and numpy code predictors give the
+    F32 logits within the quantized cosine gate (numpy dequantizes, so the two agree closely),
+    and the codec decoder, whose tensors quantize leaves alone, gives the same samples."""
+    from kazetts.stages.code_predictor import CodePredictor, NumpyCodePredictor
+    from kazetts.stages.codec import CodecDecoder
+
+    hidden = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    with CodePredictor(f32, weights="file") as ref, CodePredictor(quantized, weights="file") as cp:
+        want = ref.predict(hidden, 5, return_logits=True)[2][0]  # CB1's logits: same inputs for both
+        codes, _, got = cp.predict(hidden, 5, return_logits=True)
+    numpy_codes, _, numpy_logits = NumpyCodePredictor(quantized).predict(hidden, 5)
+    gate = goldens.GATES["quantized_cosine_min"]
+    figures = (qtype, _cosine(got[0], want), _cosine(numpy_logits[0], got[0]))
+    print("quantized mmproj: {} CB1 logit cosine vs F32 {:.5f}, numpy vs native {:.5f}".format(*figures))
+    assert figures[1] >= gate and figures[2] >= gate, figures
+    assert codes.shape == numpy_codes.shape == (15,)
+    frames = np.random.default_rng(1).integers(0, 2048, (3, 16)).astype(np.int32)
+    with CodecDecoder(f32, weights="f32") as a, CodecDecoder(quantized, weights="f32") as b:
+        assert np.array_equal(a.decode(frames), b.decode(frames))
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def test_mmproj_row_size_fallback(tiny_gguf, tmp_path):
     """A code predictor matrix whose rows are not a multiple of 32 keeps a float type, and says so."""
     _, src = tiny_gguf("tiny", "custom_voice", "f32")
-    reader = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(tmp_path / "odd.gguf", arch="clip")
-    for name, f in reader.fields.items():
-        if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
-            continue
-        sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
-    for t in reader.tensors:
-        data = np.asarray(t.data)
-        if t.name == "a.gen.code.blk.0.attn_q.weight":
-            data = np.ascontiguousarray(data[:, :48])   # rows of 48
-        w.add_tensor(t.name, data, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    rewrite_gguf(src, tmp_path / "odd.gguf",  # rows of 48 in one matrix
+                 data=lambda t: t.data[:, :48] if t.name == "a.gen.code.blk.0.attn_q.weight" else t.data)
     res = quantize_file(tmp_path / "odd.gguf", tmp_path / "odd-q8.gguf", "q8_0")
     types = _types(tmp_path / "odd-q8.gguf")
     assert types["a.gen.code.blk.0.attn_q.weight"] == Q.F32
@@ -137,8 +143,9 @@ def test_errors(tiny_gguf, tmp_path, capsys):
         quantize_file(talker, talker, "q8_0")
     with pytest.raises(ValueError, match="not found"):
         quantize_file(tmp_path / "missing.gguf", tmp_path / "x.gguf", "q8_0")
-    with pytest.raises(ValueError, match="does not exist"):
-        quantize_file(talker, tmp_path / "no" / "dir" / "x.gguf", "q8_0")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(ValueError, match="is not a directory"):
+        quantize_file(talker, tmp_path / "file" / "x.gguf", "q8_0")
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a gguf at all" * 10)
     with pytest.raises(ValueError, match="not a"):
@@ -212,18 +219,20 @@ def test_info_mmproj_base(tiny_gguf):
 def test_info_without_kazetts_keys(tiny_gguf, tmp_path):
     """A file from llama.cpp's converter has no kazetts.* keys: voices come from the token names."""
     talker, _ = tiny_gguf("tiny", "custom_voice", "q8_0")
-    reader = gguf.GGUFReader(talker)
     out = tmp_path / "plain-talker.gguf"
-    w = gguf.GGUFWriter(out, arch=N.TALKER_ARCH)
-    for name, f in reader.fields.items():
-        if name.startswith("GGUF.") or name.startswith("kazetts.") or name in ("general.architecture", "general.alignment"):
-            continue
-        sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
-    for t in reader.tensors:
-        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
-    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    rewrite_gguf(talker, out, drop=lambda key: key.startswith("kazetts."))
     info = inspect_gguf(out)
     assert "token names" in info.metadata_source
     assert info.model_type == "custom_voice" and "vivian" in info.speakers and "english" in info.languages
     assert info.groups["talker blocks"] == {"Q8_0": 14}
+
+
+def test_info_says_which_tensors_keep_which_type(tiny_gguf):
+    """An f32 file holds every codec tensor in F32 (exact); otherwise the tensors outside a
+    group's main type are named (llama.cpp's layout keeps the codec conv kernels in F16)."""
+    _, f32 = tiny_gguf("tiny", "custom_voice", "f32")
+    assert set(inspect_gguf(f32).groups["codec decoder"]) == {"F32"}
+    _, q8 = tiny_gguf("tiny", "custom_voice", "q8_0")
+    lines = format_info(inspect_gguf(q8)).splitlines()
+    f16 = next(line.strip() for line in lines if line.strip().startswith("F16: a.gen.wav."))
+    assert "a.gen.wav.pre_conv.weight" in f16 and "a.gen.wav.dac.blk.N.res.N.conv1.weight x12" in f16

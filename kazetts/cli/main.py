@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from kazetts import __version__
 from kazetts.cli import say as cli_say
 from kazetts.cli import serve as cli_serve
-from kazetts.stages.native import NativeLibraryError
+from kazetts.gguf.errors import KazettsError
+
+DEBUG_ENV = "KAZETTS_DEBUG"  # set to 1 for tracebacks instead of one-line errors
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -38,8 +41,15 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (its own print the usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kazetts", description="Qwen3-TTS 12 Hz from GGUF files")
+    p = _Parser(prog="kazetts", description="Qwen3-TTS 12 Hz from GGUF files")
     p.add_argument("--version", action="version", version=f"kazetts {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="convert a Hugging Face checkpoint directory to talker + mmproj GGUF files")
@@ -55,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("output", help="output GGUF file")
     q.add_argument("--type", required=True, choices=TYPES, metavar="TYPE",
                    help=f"target type: {', '.join(TYPES)} (mmproj: code predictor matrices get q8_0 or q4_0)")
-    q.add_argument("-t", "--threads", type=int, default=None, help="threads for llama.cpp's quantizer (default: all cores)")
+    q.add_argument("-t", "--threads", type=cli_say.int_in(1, cli_say.MAX_THREADS), default=None,
+                   help="threads for llama.cpp's quantizer (default: all cores)")
     q.add_argument("--allow-requantize", action="store_true", help="accept an already quantized input")
     q.set_defaults(func=_quantize)
     i = sub.add_parser("info", help="show what a talker or mmproj GGUF holds")
@@ -67,12 +78,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs a command; any error is one line on stderr and a non-zero status (2: bad request,
+    bad file or failed native stage; 1: a kazetts bug, shown in full with KAZETTS_DEBUG=1)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, NativeLibraryError) as e:
-        print(f"kazetts {args.command}: error: {e}", file=sys.stderr)
+    except (ValueError, OSError, KazettsError, ImportError) as e:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        if isinstance(e, BrokenPipeError):  # `kazetts say ... -o - | head`: the reader left
+            return 1
+        print(f"kazetts {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"kazetts {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"kazetts {args.command}: internal error: {type(e).__name__}: {_one_line(e)} "
+              f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

@@ -6,18 +6,37 @@ import argparse
 import os
 import pathlib
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
+MAX_THREADS = 512  # kazetts.engine.tts.MAX_THREADS (not imported: `kazetts -h` stays free of llama_cpp)
+
+
+def int_in(low: int, high: int | None = None):
+    """An argparse type: an integer in low..high (argparse names the argument in its error)."""
+    valid = f"{low}..{high}" if high is not None else f">= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer {valid}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {valid}, got {value}")
+        return value
+
+    return parse
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"directory with one *-talker-*.gguf and one *-mmproj-*.gguf (default {DEFAULT_MODEL}, "
                         "or $KAZETTS_MODEL)")
-    p.add_argument("--threads", type=int, default=2, help="CPU threads per stage (default 2)")
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2,
+                   help=f"CPU threads per stage, 1..{MAX_THREADS} (default 2)")
 
 
 def _engine(args: argparse.Namespace, codec_weights: str):
@@ -55,22 +74,26 @@ class _Progress:
 
 
 def _say(args: argparse.Namespace) -> int:
-    tts = _engine(args, args.codec)
-    options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
-                   seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming)
-    embedding = np.load(args.speaker_embedding) if args.speaker_embedding else None
-    timings: dict = {}
-    progress = _Progress(sys.stderr.isatty() or args.verbose, sys.stderr.isatty())
+    text = _read_text(args)
+    embedding = _load_embedding(args.speaker_embedding) if args.speaker_embedding else None
     to_stdout = str(args.output) == "-"
-    sink = _Sink(args.output, tts.sample_rate, to_stdout)
+    sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output))
     try:
-        for chunk in tts.stream(args.text, speaker_embedding=embedding, timings=timings,
-                                chunk_frames=args.chunk_frames, **options):
-            sink.write(chunk.audio)
-            progress.update(chunk.frames)
+        tts = _engine(args, args.codec)
+        options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
+                       seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming)
+        timings: dict = {}
+        progress = _Progress(sys.stderr.isatty() or args.verbose, sys.stderr.isatty())
+        try:
+            for chunk in tts.stream(text, speaker_embedding=embedding, timings=timings,
+                                    chunk_frames=args.chunk_frames, **options):
+                sink.write(chunk.audio, tts.sample_rate)
+                progress.update(chunk.frames)
+        finally:
+            progress.close()
+        sink.commit()
     finally:
-        progress.close()
-        sink.close()
+        sink.discard()
     frames = timings.get("frames", 0)
     audio_s = sink.samples / tts.sample_rate
     report = (f"{frames} frames, {audio_s:.2f} s of audio in {timings.get('wall', 0):.2f} s "
@@ -84,31 +107,82 @@ def _say(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Sink:
-    """WAV file (soundfile, written as chunks arrive) or raw little-endian 16-bit PCM on stdout."""
+def _read_text(args: argparse.Namespace) -> str:
+    """The text to say: the argument, stdin for "-", or --text-file."""
+    if (args.text is None) == (args.text_file is None):
+        raise ValueError("give the text to say either as an argument (- reads stdin) or with --text-file, not both"
+                         if args.text is not None else "no text: give it as an argument, - for stdin, or --text-file FILE")
+    if args.text_file is not None:
+        return pathlib.Path(args.text_file).read_text(encoding="utf-8")
+    return sys.stdin.read() if args.text == "-" else args.text
 
-    def __init__(self, output, sample_rate: int, to_stdout: bool):
-        self.samples = 0
-        if to_stdout:
-            self.file, self.raw = sys.stdout.buffer, True
-        else:
+
+def _load_embedding(path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as e:
+        raise ValueError(f"--speaker-embedding {path}: not a .npy array ({e})") from None
+
+
+class _FileSink:
+    """A WAV file written beside the target under a temporary name and renamed over it only
+    when the whole request succeeded: an error never leaves a partial file nor destroys a
+    previous one. The temporary file is created first, so an unwritable place fails early."""
+
+    def __init__(self, target: pathlib.Path):
+        if target.is_dir():
+            raise ValueError(f"output {target} is a directory; give a .wav file name")
+        if target.parent.exists() and not target.parent.is_dir():
+            raise ValueError(f"cannot write the output {target}: {target.parent} is not a directory")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+        except OSError as e:
+            raise OSError(f"cannot write the output {target}: {e.strerror or e}") from None
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(name, 0o666 & ~umask)  # what open() would give the file, not mkstemp's 0600
+        self.target, self.tmp, self.file, self.samples = target, pathlib.Path(name), None, 0
+
+    def write(self, audio: np.ndarray, sample_rate: int) -> None:
+        if self.file is None:
             import soundfile
 
-            pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
-            self.file, self.raw = soundfile.SoundFile(output, "w", samplerate=sample_rate, channels=1,
-                                                      subtype="PCM_16"), False
-
-    def write(self, audio: np.ndarray) -> None:
+            self.file = soundfile.SoundFile(self.tmp, "w", samplerate=sample_rate, channels=1, subtype="PCM_16",
+                                            format="WAV")
+        self.file.write(audio)
         self.samples += len(audio)
-        if self.raw:
-            self.file.write((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-            self.file.flush()
-        else:
-            self.file.write(audio)
 
-    def close(self) -> None:
-        if not self.raw:
+    def commit(self) -> None:
+        if self.file is None:
+            raise ValueError("no audio was produced: nothing written")
+        self.file.close()
+        os.replace(self.tmp, self.target)
+        self.tmp = None
+
+    def discard(self) -> None:
+        if self.file is not None and not self.file.closed:
             self.file.close()
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+
+
+class _StdoutSink:
+    """Raw little-endian 16-bit PCM on stdout, written as chunks arrive."""
+
+    samples = 0
+
+    def write(self, audio: np.ndarray, sample_rate: int) -> None:
+        self.samples += len(audio)
+        sys.stdout.buffer.write((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+        sys.stdout.buffer.flush()
+
+    def commit(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
 
 
 def _voices(args: argparse.Namespace) -> int:
@@ -153,16 +227,18 @@ def _validate(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     s = sub.add_parser("say", help="synthesize text to a WAV file (or raw 16-bit PCM on stdout with -o -)")
-    s.add_argument("text")
+    s.add_argument("text", nargs="?", default=None, help="the text to say; - reads it from stdin")
+    s.add_argument("--text-file", default=None, help="read the text to say from this UTF-8 file")
     s.add_argument("-o", "--output", required=True, help="WAV file, or - for raw s16le 24 kHz mono PCM on stdout")
     add_model_arguments(s)
     s.add_argument("--speaker", default=None)
     s.add_argument("--language", default="auto")
     s.add_argument("--instruct", default=None, help="voice description (VoiceDesign, 1.7B CustomVoice)")
     s.add_argument("--speaker-embedding", default=None, help=".npy x-vector for Base models")
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="sampling seed, 0..2**64-1")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
-    s.add_argument("--max-frames", type=int, default=None, help="frame cap per text piece (default: from its length)")
+    s.add_argument("--max-frames", type=int_in(1), default=None,
+                   help="frame cap per text piece, >= 1 (default: from its length)")
     s.add_argument("--stream", dest="chunk_frames", action="store_const", const=1, default=4,
                    help="decode and write audio frame by frame (default: every 4 frames)")
     s.add_argument("--no-text-streaming", action="store_true", help="all text in the prompt (non-streaming mode)")
@@ -177,5 +253,5 @@ def register(sub) -> None:
     val = sub.add_parser("validate", help="check every stage against reference golden dumps")
     val.add_argument("model", help="directory with the talker and mmproj GGUF files (F32 for exact gates)")
     val.add_argument("dumps", help="a dumps/ directory or one case directory (scripts/dump_goldens.py)")
-    val.add_argument("--threads", type=int, default=2)
+    val.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2)
     val.set_defaults(func=_validate)

@@ -13,6 +13,7 @@ a frame budget from its length so a model that never says end-of-speech stops wi
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
+from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.prompt import Prompt, build_prompt, chat_text, instruct_text
@@ -34,6 +36,8 @@ FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_SEED = 2**64 - 1  # numpy's default_rng takes seeds in 0..2**64-1 here
 
 
 def frame_budget(n_text_tokens: int) -> int:
@@ -57,16 +61,69 @@ class Result:
     stopped_by: list[str] = field(default_factory=list)  # per piece: "eos" or "max_frames"
 
 
+def check_int(name: str, value, low: int, high: int | None = None) -> int:
+    """`value` as an int in low..high, else a ValueError naming the argument and the range."""
+    valid = f"{low}..{high}" if high is not None else f">= {low}"
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer {valid}, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be {valid}, got {value}")
+    return int(value)
+
+
 class TTS:
-    """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts)."""
+    """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts).
+
+    One request at a time: a second `stream` while one runs (another thread, or two generators
+    interleaved) raises BusyError. `close()` (or `with kazetts.TTS(...) as tts:`) frees the
+    native memory at once; a stream running meanwhile frees it when it ends."""
 
     def __init__(self, talker: str, mmproj: str, threads: int = 2, codec_weights: str = "f16",
                  n_ctx: int = 2048):
-        self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
-        self.code_predictor = CodePredictor(mmproj, threads=threads)
-        self.codec = CodecDecoder(mmproj, threads=threads, weights=codec_weights)
+        threads = check_int("threads", threads, 1, MAX_THREADS)
+        self._lock = threading.Lock()
+        self._closed = False
+        self.talker = self.code_predictor = self.codec = None
+        try:
+            self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
+            self.code_predictor = CodePredictor(mmproj, threads=threads)
+            self.codec = CodecDecoder(mmproj, threads=threads, weights=codec_weights)
+            self._check_files_match(mmproj)
+        except BaseException:
+            self._free()
+            raise
         self.voices = self.talker.file.voices
         self.sample_rate = self.codec.sample_rate
+
+    def _check_files_match(self, mmproj) -> None:
+        """The talker and the mmproj come from one model (their widths and vocabularies agree)."""
+        talker, cp = self.talker.file, self.code_predictor
+        if cp.n_embd_in != talker.hidden_size or cp.cb0_vocab != talker.codec_vocab_size \
+                or self.codec.n_codebooks != cp.n_codebooks + 1:
+            raise ModelFileError(f"{mmproj} does not belong to the talker {talker.path}: code predictor input "
+                                 f"{cp.n_embd_in} and codec vocabulary {cp.cb0_vocab} vs talker hidden "
+                                 f"{talker.hidden_size} and {talker.codec_vocab_size} codec ids")
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Frees the native stages now (a running stream frees them when it ends)."""
+        self._closed = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._free()
+            finally:
+                self._lock.release()
+
+    def _free(self) -> None:
+        for stage in (self.codec, self.code_predictor, self.talker):
+            if stage is not None:
+                stage.close()
+
+    def __enter__(self) -> "TTS":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def speakers(self) -> list[str]:
@@ -83,8 +140,14 @@ class TTS:
     # -- requests -------------------------------------------------------------------------------
     def _prompts(self, text: str, speaker, language, instruct, speaker_embedding, text_streaming,
                  max_frames) -> list[tuple[Prompt, int]]:
-        if not text or not text.strip():
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {type(text).__name__}")
+        if not text.strip():
             raise ValueError("empty text: there is nothing to say")
+        if instruct is not None and not isinstance(instruct, str):
+            raise ValueError(f"instruct must be a string, got {type(instruct).__name__}")
+        if max_frames is not None:
+            check_int("max_frames", max_frames, 1)
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         prompts = []
         for piece in split_text(text, PIECE_CHARS):
@@ -108,9 +171,39 @@ class TTS:
                timings: dict | None = None, codes_out: list | None = None,
                stopped_by: list | None = None) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
-        as early as it can), then every `chunk_frames` frames (the codec runs faster on several)."""
-        if chunk_frames < 1:
-            raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
+        as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
+
+        The whole request is checked (ValueError) before any compute; BusyError if this TTS
+        is serving another request."""
+        yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
+                                                  text_streaming, greedy, seed, max_frames, chunk_frames, timings,
+                                                  codes_out, stopped_by))
+
+    def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
+        """Runs one request's generator while holding this TTS (BusyError if another holds it);
+        a close() that came meanwhile frees the stages when the request ends."""
+        if self._closed:
+            raise KazettsError("this TTS is closed")
+        if not self._lock.acquire(blocking=False):
+            raise BusyError("this TTS is already serving a request (one at a time): finish or close() the "
+                            "running stream first, or use one TTS per concurrent request")
+        try:
+            yield from request
+        finally:
+            self._lock.release()
+            if self._closed:
+                self._free()
+
+    def _check_open(self) -> None:
+        """Between two chunks: a TTS closed during the request stops it."""
+        if self._closed:
+            raise KazettsError("this TTS was closed during the request")
+
+    def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, greedy, seed,
+                max_frames, chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
+        check_int("chunk_frames", chunk_frames, 1)
+        if seed is not None:
+            check_int("seed", seed, 0, MAX_SEED)
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
         timings = timings if timings is not None else {}
         rng = None if greedy else np.random.default_rng(seed)
@@ -125,6 +218,7 @@ class TTS:
             pending: list[np.ndarray] = []
             frames = talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings)
             for codes in _batched(frames, 1, chunk_frames):
+                self._check_open()
                 clock = time.perf_counter()
                 audio = self.codec.stream(np.stack(codes))
                 timings["codec"] = timings.get("codec", 0.0) + time.perf_counter() - clock
@@ -165,7 +259,6 @@ class TTS:
         return Result(audio.astype(np.float32), self.sample_rate,
                       np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32), summary, stopped)
 
-
     def stream_text(self, chunks, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
                     speaker_embedding: np.ndarray | None = None, greedy: bool = False, seed: int | None = None,
                     max_frames: int | None = None, chunk_frames: int = 4, timings: dict | None = None,
@@ -180,15 +273,17 @@ class TTS:
         `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
         audio already decoded is sent before waiting for text. The voice options are checked
         here, before any text is read."""
-        if chunk_frames < 1:
-            raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
+        check_int("chunk_frames", chunk_frames, 1)
+        if seed is not None:
+            check_int("seed", seed, 0, MAX_SEED)
         self._prompts("a", speaker, language, instruct, speaker_embedding, True, max_frames)
         options = dict(speaker=speaker, language=language, instruct=instruct, speaker_embedding=speaker_embedding,
                        greedy=greedy, seed=seed, max_frames=max_frames, chunk_frames=chunk_frames,
                        timings=timings if timings is not None else {}, codes_out=codes_out, stopped_by=stopped_by)
         if hasattr(chunks, "__aiter__"):
-            return run_with_async_chunks(lambda sync_chunks: self._stream_text(sync_chunks, **options), chunks)
-        return self._stream_text(chunks, **options)
+            return run_with_async_chunks(
+                lambda sync_chunks: self._one_request(self._stream_text(sync_chunks, **options)), chunks)
+        return self._one_request(self._stream_text(chunks, **options))
 
     def _stream_text(self, chunks, speaker, language, instruct, speaker_embedding, greedy, seed, max_frames,
                      chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
@@ -212,6 +307,7 @@ class TTS:
             frames = talker_frames(self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng,
                                    trace, timings)
             for codes in frames:
+                self._check_open()
                 pending.append(codes)
                 produced += 1
                 budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS) if pieces.closed else None

@@ -88,8 +88,11 @@ class GGUFHeader:
         table = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
                           shape=(int(shape[1]), row_bytes))
         raw = np.asarray(table[ids])
+        width = int(shape[0])  # explicit: an empty id list gives [0, width], not a reshape error
         if ty == gguf.GGMLQuantizationType.F32:
-            return raw.view(np.float32).reshape(len(ids), -1).copy()
+            return raw.view(np.float32).reshape(len(ids), width).copy()
         if ty == gguf.GGMLQuantizationType.F16:
-            return raw.view(np.float16).astype(np.float32).reshape(len(ids), -1)
-        return np.asarray(dequantize(raw, ty), dtype=np.float32).reshape(len(ids), -1)
+            return raw.view(np.float16).astype(np.float32).reshape(len(ids), width)
+        if not len(ids):
+            return np.zeros((0, width), np.float32)
+        return np.asarray(dequantize(raw, ty), dtype=np.float32).reshape(len(ids), width)

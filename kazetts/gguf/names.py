@@ -120,5 +120,6 @@ K_TALKER = "kazetts.talker."                   # talker hparams llama.cpp does n
 K_CODE = "kazetts.code."                       # code predictor hparams
 K_WAV = "kazetts.wav."                         # codec decoder hparams
 K_SPK = "kazetts.spk."                         # speaker encoder hparams (Base)
+K_SOURCE_SHA256 = "kazetts.source_sha256."     # + config.json, speech_tokenizer/config.json: the source's configs
 
 FORMAT_VERSION = 1

@@ -15,6 +15,8 @@ import importlib.resources
 import os
 import pathlib
 
+from kazetts.gguf.errors import KazettsError
+
 ABI_VERSION = 2
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 LIB_NAME = "libkazetts.so"
@@ -24,7 +26,7 @@ REINSTALL = ("reinstall kazetts so that pip rebuilds it against the llama-cpp-py
 _LIBRARY: ctypes.CDLL | None = None
 
 
-class NativeError(RuntimeError):
+class NativeError(KazettsError):
     """A native call failed; `status` is the kz_status code."""
 
     def __init__(self, status: int, message: str):

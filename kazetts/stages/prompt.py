@@ -86,6 +86,8 @@ class VoiceTable:
 
     def language_id(self, language: str, speaker: str | None) -> int | None:
         """Codec language id for a request (None for "auto"), with the dialect speaker rule."""
+        if not isinstance(language, str):
+            raise ValueError(f"language must be a string; choose one of {self.spoken_languages}")
         lang = language.lower()
         if lang != "auto" and lang not in self.spoken_languages:
             raise ValueError(f"unknown language {language!r}; choose one of {self.spoken_languages}")
@@ -115,22 +117,20 @@ def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int
     text_ids = list(text_ids)
     if len(text_ids) <= ROLE_TOKENS + TAIL_TOKENS:
         raise ValueError("empty text: there is nothing to say")
-    speaker_row = _speaker_row(rows, voices, speaker, speaker_embedding)
+    lang_id = voices.language_id(language, speaker)
+    bos_eos_pad = rows.text([voices.tts_bos, voices.tts_eos, voices.tts_pad])
+    tts_bos, tts_eos, tts_pad = bos_eos_pad[0], bos_eos_pad[1], bos_eos_pad[2]
+    speaker_row = _speaker_row(rows, voices, speaker, speaker_embedding, hidden=tts_pad.shape[0])
     if instruct_ids is not None and not voices.supports_instruct:
         raise ValueError(f"this {voices.model_type} model does not take an instruct")
-    lang_id = voices.language_id(language, speaker)
+    _check_voice(voices, speaker, instruct_ids, speaker_embedding)
     if lang_id is None:
         prefix = [voices.codec_nothink, voices.codec_think_bos, voices.codec_think_eos]
     else:
         prefix = [voices.codec_think, voices.codec_think_bos, lang_id, voices.codec_think_eos]
-    bos_eos_pad = rows.text([voices.tts_bos, voices.tts_eos, voices.tts_pad])
-    tts_bos, tts_eos, tts_pad = bos_eos_pad[0], bos_eos_pad[1], bos_eos_pad[2]
 
     codec_rows = [rows.codec(prefix)]
     if speaker_row is not None:
-        if speaker_row.shape[0] != codec_rows[0].shape[1]:
-            raise ValueError(f"speaker embedding has {speaker_row.shape[0]} values; this model needs "
-                             f"{codec_rows[0].shape[1]}")
         codec_rows.append(speaker_row[None])
     codec_rows.append(rows.codec([voices.codec_pad, voices.codec_bos]))
     codec = np.concatenate(codec_rows)
@@ -140,7 +140,7 @@ def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int
     body = text_ids[ROLE_TOKENS:-TAIL_TOKENS]
     if text_streaming:
         parts.append(rows.text(body[:1]) + codec[-1:])
-        trailing = np.concatenate([rows.text(body[1:]).reshape(-1, tts_pad.shape[0]), tts_eos[None]])
+        trailing = np.concatenate([rows.text(body[1:]), tts_eos[None]])  # one-token text: just tts_eos
     else:
         pad = rows.codec([voices.codec_pad])
         parts += [rows.text(body) + pad, tts_eos[None] + pad, tts_pad[None] + rows.codec([voices.codec_bos])]
@@ -149,17 +149,41 @@ def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int
 
 
 def _speaker_row(rows: EmbeddingRows, voices: VoiceTable, speaker: str | None,
-                 speaker_embedding: np.ndarray | None) -> np.ndarray | None:
+                 speaker_embedding: np.ndarray | None, hidden: int) -> np.ndarray | None:
     if speaker_embedding is not None:
         if speaker:
             raise ValueError("give either a speaker name or a speaker embedding, not both")
-        return np.asarray(speaker_embedding, dtype=np.float32).reshape(-1)
+        row = np.asarray(speaker_embedding, dtype=np.float32)
+        if row.shape != (hidden,):
+            size = f"{row.size} values" if row.ndim == 1 else f"shape {list(row.shape)}"
+            raise ValueError(f"speaker embedding has {size}; this model needs {hidden} values (shape [{hidden}])")
+        if not np.isfinite(row).all():
+            raise ValueError("speaker embedding holds NaN or infinite values")
+        return row
     if not speaker:
         return None
+    if not isinstance(speaker, str):
+        raise ValueError(f"speaker must be a name; choose one of {sorted(voices.speakers)}")
     if speaker.lower() not in voices.speakers:
         choices = sorted(voices.speakers) or "none: this model has no named speakers"
         raise ValueError(f"unknown speaker {speaker!r}; choose one of {choices}")
     return rows.codec([voices.speakers[speaker.lower()]])[0]
+
+
+def _check_voice(voices: VoiceTable, speaker: str | None, instruct_ids, speaker_embedding) -> None:
+    """The voice each model type is made for, as the reference's entry points take it:
+    generate_custom_voice (a named speaker), generate_voice_design (an instruct and no speaker),
+    generate_voice_clone (Base: a speaker embedding)."""
+    kind = voices.model_type
+    if kind == "custom_voice" and not speaker:
+        raise ValueError(f"this custom_voice model needs a speaker; choose one of {sorted(voices.speakers)}")
+    if kind == "voice_design":
+        if speaker or speaker_embedding is not None:
+            raise ValueError("this voice_design model takes no speaker: describe the voice with an instruct")
+        if instruct_ids is None:
+            raise ValueError("this voice_design model needs an instruct describing the voice")
+    if kind == "base" and speaker_embedding is None:
+        raise ValueError("this base model needs a speaker_embedding (an x-vector of the voice to clone)")
 
 
 def chat_text(text: str) -> str:

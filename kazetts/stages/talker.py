@@ -19,6 +19,7 @@ import pathlib
 import llama_cpp
 import numpy as np
 
+from kazetts.gguf.errors import KazettsError, ModelFileError
 from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
@@ -55,7 +56,7 @@ class Talker:
         model_params.use_extra_bufts = extra_buffers_are_safe()
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
-            raise ValueError(f"llama.cpp could not load {self.file.path}")
+            raise ModelFileError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
         ctx_params = llama_cpp.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = n_batch
@@ -66,7 +67,7 @@ class Talker:
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
-            raise ValueError(f"llama.cpp could not create a context for {self.file.path}")
+            raise KazettsError(f"llama.cpp could not create a context of {n_ctx} positions for {self.file.path}")
         self.n_ctx, self.n_batch = n_ctx, n_batch
         self.hidden_size = self.file.hidden_size
         self.position = 0
@@ -121,7 +122,8 @@ class Talker:
         batch.logits = outputs.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
         status = llama_cpp.llama_decode(self._ctx, batch)
         if status != 0:
-            raise RuntimeError(f"llama_decode failed with status {status}")
+            raise KazettsError(f"llama_decode failed with status {status} at position {self.position} "
+                               f"of {self.file.path}")
         self.position += n
 
     def close(self) -> None:

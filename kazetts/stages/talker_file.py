@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from kazetts.gguf import names as names
+from kazetts.gguf.errors import ModelFileError
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.prompt import VoiceTable, takes_instruct
 
@@ -40,10 +41,10 @@ class TalkerFile:
         self.header = GGUFHeader(self.path)
         arch = self.field("general.architecture")
         if arch != names.TALKER_ARCH:
-            raise ValueError(f"{self.path} is a {arch!r} GGUF, not a Qwen3-TTS talker ({names.TALKER_ARCH!r})")
+            raise ModelFileError(f"{self.path} is a {arch!r} GGUF, not a Qwen3-TTS talker ({names.TALKER_ARCH!r})")
         for required in (names.TOKEN_EMBD, names.OUTPUT):
             if required not in self.header.tensors:
-                raise ValueError(f"{self.path} has no {required}")
+                raise ModelFileError(f"{self.path} has no {required}")
         embd_shape = self.header.tensors[names.TOKEN_EMBD][0]
         self.hidden_size = int(embd_shape[0])
         self.codec_vocab_size = int(self.header.tensors[names.OUTPUT][0][1])
@@ -92,7 +93,7 @@ class TalkerFile:
         index = {tok: i for i, tok in enumerate(tokens)}
         missing = [tok for tok in [*_CODEC_TOKENS.values(), *_TEXT_TOKENS.values()] if tok not in index]
         if missing:
-            raise ValueError(f"{self.path}: no kazetts metadata and no token named {missing[0]}")
+            raise ModelFileError(f"{self.path}: no kazetts metadata and no token named {missing[0]}")
         codec = {key: index[tok] - self.text_vocab_size for key, tok in _CODEC_TOKENS.items()}
         text = {key: index[tok] for key, tok in _TEXT_TOKENS.items()}
 

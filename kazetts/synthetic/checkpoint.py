@@ -81,12 +81,14 @@ def _write_json(path: pathlib.Path, obj) -> None:
 
 
 def make_checkpoint(preset: str, out_dir: pathlib.Path | str, model_type: str = "custom_voice",
-                    seed: int = 0, dtype: str = "bfloat16",
+                    seed: int = 0, dtype: str | None = None,
                     progress: Callable[[str], None] | None = None) -> list[pathlib.Path]:
-    """Writes the checkpoint; returns the files written. Raises ValueError on bad arguments."""
+    """Writes the checkpoint (in `dtype`, default: the preset's); returns the files written.
+    Raises ValueError on bad arguments."""
+    config = presets.model_config(preset, model_type)  # validates preset and model type
+    dtype = dtype or presets.default_dtype(preset)
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {list(DTYPES)}")
-    config = presets.model_config(preset, model_type)  # validates preset and model type
     codec = presets.codec_config(preset)
     out_dir = pathlib.Path(out_dir)
     speech_dir = out_dir / "speech_tokenizer"

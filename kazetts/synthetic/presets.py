@@ -4,7 +4,9 @@ The `0.6b` and `1.7b` presets carry the published shapes of the official 12 Hz m
 keeps every structural feature (16 codebooks, real Qwen text vocabulary, all codec stages, the
 80 ms / 1920-sample frame, the 72-frame attention window) at toy widths so tests stay fast.
 `tiny-proj` differs from `tiny` only in a talker hidden size unequal to the code predictor's,
-which switches on `small_to_mtp_projection` as on the 1.7B.
+which switches on `small_to_mtp_projection` as on the 1.7B. `tiny-f32` is stored in float32 (as
+fine-tunes often are) and its codec decoder config has no head_dim, so the reference's default
+rule (hidden_size // num_attention_heads) decides the codec's heads.
 """
 
 from __future__ import annotations
@@ -137,6 +139,16 @@ def _speaker_encoder(enc_dim, channels, attention, se):
 
 
 _TINY_CODEC = _codec(64, 32, 32, 64, 2, 2, 48, _mimi_encoder(4, 32, 1, 2, 16, 64, 16))
+
+
+def _without_head_dim(codec: dict, heads: int) -> dict:
+    """A codec config whose decoder has `heads` heads and no head_dim key (the reference then
+    uses hidden_size // num_attention_heads)."""
+    codec = copy.deepcopy(codec)
+    decoder = codec["decoder_config"]
+    del decoder["head_dim"]
+    decoder["num_attention_heads"] = decoder["num_key_value_heads"] = heads
+    return codec
 _REAL_CODEC = _codec(1024, 512, 512, 1024, 8, 16, 1536, _mimi_encoder(64, 512, 8, 8, 64, 2048, 256))
 
 PRESETS = {
@@ -151,6 +163,13 @@ PRESETS = {
         "talker": _talker(96, 128, 2, 16, 16, _code_predictor(64, 128, 2, 16)),
         "speaker_encoder": _speaker_encoder(96, [32, 32, 32, 32, 96], 16, 16),
         "codec": _TINY_CODEC,
+    },
+    "tiny-f32": {  # an F32 fine-tune whose codec config omits head_dim: 4 heads of 32 // 4 = 8
+        "size_tag": "tiny",
+        "talker": _talker(64, 128, 2, 16, 16, _code_predictor(64, 128, 2, 16)),
+        "speaker_encoder": _speaker_encoder(64, [32, 32, 32, 32, 96], 16, 16),
+        "codec": _without_head_dim(_TINY_CODEC, 4),
+        "dtype": "float32",
     },
     "0.6b": {
         "size_tag": "0b6",
@@ -200,3 +219,8 @@ def codec_config(preset: str) -> dict:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return copy.deepcopy(PRESETS[preset]["codec"])
+
+
+def default_dtype(preset: str) -> str:
+    """The storage type a preset's checkpoints get unless told (official checkpoints: bfloat16)."""
+    return PRESETS[preset].get("dtype", "bfloat16")

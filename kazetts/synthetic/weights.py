@@ -161,8 +161,9 @@ def codec_decoder_specs(dec: dict) -> dict:
     hidden, latent = dec["hidden_size"], dec["latent_dim"]
     _conv(specs, "decoder.pre_conv.conv", latent, vq_dim, 3)
     tf = "decoder.pre_transformer"
-    q_dim = dec["num_attention_heads"] * dec["head_dim"]
-    kv_dim = dec["num_key_value_heads"] * dec["head_dim"]
+    head_dim = dec.get("head_dim", dec["hidden_size"] // dec["num_attention_heads"])  # the reference's rule
+    q_dim = dec["num_attention_heads"] * head_dim
+    kv_dim = dec["num_key_value_heads"] * head_dim
     for i in range(dec["num_hidden_layers"]):
         p = f"{tf}.layers.{i}"
         _linear(specs, f"{p}.self_attn.q_proj", q_dim, hidden)

@@ -12,6 +12,7 @@ chunks), so peak memory stays far below the checkpoint size.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -25,6 +26,7 @@ import numpy as np
 from kazetts.gguf import names as N
 
 OUT_TYPES = ("f32", "f16", "q8_0")
+SOURCE_CONFIGS = ("config.json", "speech_tokenizer/config.json")
 _CHUNK_ROWS = 8192
 
 
@@ -135,10 +137,13 @@ def _forced_type(name: str):
 
 
 def tensor_type(name: str, shape: tuple[int, ...], out_type: str, mmproj: bool):
-    """The GGML type llama.cpp's converter picks for a tensor (same rules, same fallbacks)."""
+    """The GGML type llama.cpp's converter picks for a tensor (same rules, same fallbacks),
+    except that an f32 file keeps everything in F32: llama.cpp's converter writes the codec's
+    conv kernels in F16 even then, which is ~2e-4 off the reference from pre_conv on for an F32
+    checkpoint. llama.cpp loads F32 kernels too (ggml_conv_1d / _dw take any kernel type)."""
     import gguf
     Q = gguf.GGMLQuantizationType
-    forced = _forced_type(name) if mmproj else None
+    forced = _forced_type(name) if mmproj and out_type != "f32" else None
     if len(shape) <= 1 or name.endswith("_norm.weight"):
         return Q.F32
     if forced is not None:
@@ -155,6 +160,36 @@ def tensor_type(name: str, shape: tuple[int, ...], out_type: str, mmproj: bool):
 # checkpoint
 # ------------------------------------------------------------------------------------------
 
+# What the reference (qwen-tts 0.1.1) uses for an hparam a config omits: the defaults of
+# Qwen3TTSTalkerConfig, Qwen3TTSTalkerCodePredictorConfig and Qwen3TTSTokenizerV2DecoderConfig.
+# The files get the resolved values, so no stage falls back on a guess of its own.
+TALKER_DEFAULTS = {"vocab_size": 3072, "hidden_size": 1024, "intermediate_size": 2048, "num_hidden_layers": 20,
+                   "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+                   "rms_norm_eps": 1e-6, "num_code_groups": 32, "text_hidden_size": 2048}
+CODE_PREDICTOR_DEFAULTS = {"vocab_size": 2048, "hidden_size": 1024, "intermediate_size": 3072,
+                           "num_hidden_layers": 5, "num_attention_heads": 16, "num_key_value_heads": 8,
+                           "head_dim": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0}
+CODEC_DEFAULTS = {"codebook_size": 2048, "hidden_size": 1024, "latent_dim": 1024, "max_position_embeddings": 8000,
+                  "rope_theta": 10000, "num_attention_heads": 16, "num_key_value_heads": 16, "sliding_window": 72,
+                  "intermediate_size": 3072, "layer_scale_initial_scale": 0.01, "rms_norm_eps": 1e-5,
+                  "num_hidden_layers": 8, "num_quantizers": 16, "upsample_rates": [8, 5, 4, 3],
+                  "upsampling_ratios": [2, 2], "decoder_dim": 1536}
+SPEECH_TOKENIZER_DEFAULTS = {"output_sample_rate": 24000, "decode_upsample_rate": 1920}
+
+
+def with_defaults(config: dict, defaults: dict) -> dict:
+    """The config as the reference reads it: its own values, the class defaults for the rest."""
+    return {**config, **{k: v for k, v in defaults.items() if k not in config}}
+
+
+def codec_config(decoder_config: dict) -> dict:
+    """The codec decoder's hparams as the reference uses them. Its attention takes
+    `getattr(config, "head_dim", hidden_size // num_attention_heads)`: no head_dim key in the
+    config means the width over the heads, not any fixed value."""
+    wav = with_defaults(decoder_config, CODEC_DEFAULTS)
+    wav.setdefault("head_dim", wav["hidden_size"] // wav["num_attention_heads"])
+    return wav
+
 class _Checkpoint:
     def __init__(self, directory: pathlib.Path):
         d = pathlib.Path(directory)
@@ -167,13 +202,13 @@ class _Checkpoint:
         self.config = json.loads(cfg_path.read_text())
         if "talker_config" not in self.config:
             raise ValueError(f"{cfg_path}: not a Qwen3-TTS config (no talker_config)")
-        self.talker = self.config["talker_config"]
-        self.cp = self.talker["code_predictor_config"]
+        self.talker = with_defaults(self.config["talker_config"], TALKER_DEFAULTS)
+        self.cp = with_defaults(self.talker.get("code_predictor_config") or {}, CODE_PREDICTOR_DEFAULTS)
         st = d / "speech_tokenizer"
         if not (st / "config.json").is_file():
             raise ValueError(f"incomplete checkpoint: {st / 'config.json'} is missing (codec decoder)")
-        self.st_config = json.loads((st / "config.json").read_text())
-        self.wav = self.st_config["decoder_config"]
+        self.st_config = with_defaults(json.loads((st / "config.json").read_text()), SPEECH_TOKENIZER_DEFAULTS)
+        self.wav = codec_config(self.st_config.get("decoder_config") or {})
         if not ((d / "tokenizer.json").is_file() or ((d / "vocab.json").is_file() and (d / "merges.txt").is_file())):
             raise ValueError(f"incomplete checkpoint: no tokenizer (tokenizer.json or vocab.json + merges.txt) in {d}")
         self.model = _open_weights(d, "model")
@@ -267,7 +302,7 @@ def _speaker_tensors(ck: _Checkpoint) -> list[_Tensor]:
 
 def _code_tensors(ck: _Checkpoint) -> list[_Tensor]:
     m, cp = ck.model, ck.cp
-    n_groups = ck.talker.get("num_code_groups", 16) - 1
+    n_groups = ck.talker["num_code_groups"] - 1
     n_layer = cp["num_hidden_layers"]
     embd = [f"talker.code_predictor.model.codec_embedding.{g}.weight" for g in range(n_groups)]
     head = [f"talker.code_predictor.lm_head.{g}.weight" for g in range(n_groups)]
@@ -455,6 +490,8 @@ def _general(w, ck: _Checkpoint, name: str, kind: str, ftype: int):
 def _kazetts_keys(w, ck: _Checkpoint):
     t, cfg = ck.talker, ck.config
     w.add_uint32(N.K_VERSION, N.FORMAT_VERSION)
+    for config in SOURCE_CONFIGS:  # which checkpoint the file came from (validation checks goldens match)
+        w.add_string(N.K_SOURCE_SHA256 + config, hashlib.sha256((ck.dir / config).read_bytes()).hexdigest())
     w.add_string(N.K_MODEL_TYPE, ck.model_type)
     if cfg.get("tts_model_size"):
         w.add_string(N.K_MODEL_SIZE, str(cfg["tts_model_size"]))
@@ -477,7 +514,7 @@ def _kazetts_keys(w, ck: _Checkpoint):
             w.add_uint32(N.K_TEXT + key, int(cfg[key]))
     w.add_uint32(N.K_TEXT + "vocab_size", int(t["text_vocab_size"]))
     w.add_uint32(N.K_TALKER + "codec_vocab_size", int(t["vocab_size"]))
-    w.add_uint32(N.K_TALKER + "num_code_groups", int(t.get("num_code_groups", 16)))
+    w.add_uint32(N.K_TALKER + "num_code_groups", int(t["num_code_groups"]))
     w.add_uint32(N.K_TALKER + "text_hidden_size", int(t["text_hidden_size"]))
     w.add_uint32(N.K_TALKER + "head_dim", int(t.get("head_dim", t["hidden_size"] // t["num_attention_heads"])))
     if "position_id_per_seconds" in t:
@@ -485,14 +522,12 @@ def _kazetts_keys(w, ck: _Checkpoint):
     cp = ck.cp
     for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "head_dim", "vocab_size"):
-        if key in cp:
-            w.add_uint32(N.K_CODE + key, int(cp[key]))
-    w.add_float32(N.K_CODE + "rope_theta", float(cp.get("rope_theta", 10000.0)))
-    w.add_float32(N.K_CODE + "rms_norm_eps", float(cp.get("rms_norm_eps", 1e-6)))
+        w.add_uint32(N.K_CODE + key, int(cp[key]))
+    w.add_float32(N.K_CODE + "rope_theta", float(cp["rope_theta"]))
+    w.add_float32(N.K_CODE + "rms_norm_eps", float(cp["rms_norm_eps"]))
     _numeric_keys(w, N.K_WAV, ck.wav)
-    for key in ("output_sample_rate", "decode_upsample_rate"):
-        if key in ck.st_config:
-            w.add_uint32(N.K_WAV + key, int(ck.st_config[key]))
+    for key in SPEECH_TOKENIZER_DEFAULTS:
+        w.add_uint32(N.K_WAV + key, int(ck.st_config[key]))
     if ck.has_speaker_encoder and "speaker_encoder_config" in cfg:
         _numeric_keys(w, N.K_SPK, cfg["speaker_encoder_config"])
 
@@ -530,7 +565,7 @@ def _talker_kv(w, ck: _Checkpoint):
         sec = list(rope["mrope_section"])[:4]
         sec += [0] * (4 - len(sec))
         w.add_rope_dimension_sections(sec)
-    w.add_rope_freq_base(t.get("rope_theta", rope.get("rope_theta")))
+    w.add_rope_freq_base(t.get("rope_theta", rope.get("rope_theta", 10000.0)))  # Qwen3TTSTalkerConfig: 10000
     w.add_layer_norm_rms_eps(t["rms_norm_eps"])
     if "head_dim" in t:
         w.add_key_length(t["head_dim"])
@@ -653,8 +688,11 @@ def convert_checkpoint(checkpoint_dir, out_dir, out_type: str = "q8_0", *, name:
         if verbose:
             print(msg, flush=True)
 
-    talker_tensors = _talker_tensors(ck)
-    mm_tensors = (_speaker_tensors(ck) if ck.has_speaker_encoder else []) + _code_tensors(ck) + _wav_tensors(ck)
+    try:
+        talker_tensors = _talker_tensors(ck)
+        mm_tensors = (_speaker_tensors(ck) if ck.has_speaker_encoder else []) + _code_tensors(ck) + _wav_tensors(ck)
+    except KeyError as e:
+        raise ValueError(f"{ck.dir}: a config lacks {e}, which the reference has no default for") from None
 
     talker_path = out / f"{name}-talker-{out_type}.gguf"
     mmproj_path = out / f"{name}-mmproj-{out_type}.gguf"

@@ -8,6 +8,7 @@ the token names, see :class:`kazetts.talker_file.TalkerFile`).
 from __future__ import annotations
 
 import pathlib
+import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
@@ -44,6 +45,11 @@ def tensor_group(name: str) -> str:
     return "other"
 
 
+def name_pattern(name: str) -> str:
+    """A tensor name with its block numbers as N (a.gen.wav.dac.blk.N.res.N.conv1.weight)."""
+    return re.sub(r"\.\d+(?=\.|$)", ".N", name)
+
+
 @dataclass
 class FileInfo:
     path: pathlib.Path
@@ -58,6 +64,7 @@ class FileInfo:
     tensor_bytes: int = 0
     file_bytes: int = 0
     groups: dict = field(default_factory=OrderedDict)    # group -> Counter(type name -> n tensors)
+    patterns: dict = field(default_factory=dict)         # group -> type name -> Counter(name pattern -> n)
     group_bytes: dict = field(default_factory=dict)
     speakers: dict = field(default_factory=dict)         # name -> (codec id, dialect or "")
     languages: dict = field(default_factory=dict)        # name -> codec id
@@ -102,6 +109,7 @@ def inspect_gguf(path) -> FileInfo:
     for name, (_, ty) in reader.tensors.items():
         g = tensor_group(name)
         groups.setdefault(g, Counter())[ty.name] += 1
+        info.patterns.setdefault(g, {}).setdefault(ty.name, Counter())[name_pattern(name)] += 1
         info.group_bytes[g] = info.group_bytes.get(g, 0) + reader.nbytes(name)
         info.tensor_bytes += reader.nbytes(name)
     info.n_tensors = len(reader.tensors)
@@ -186,6 +194,10 @@ def format_info(info: FileInfo) -> str:
     for g, types in info.groups.items():
         t = ", ".join(f"{name} x{n}" for name, n in sorted(types.items(), key=lambda kv: -kv[1]))
         out.append(f"  {g:<{gw}}  {_mb(info.group_bytes[g]):>10}  {t}")
+        for type_name, _ in sorted(types.items(), key=lambda kv: -kv[1])[1:]:  # which tensors are not
+            patterns = info.patterns[g][type_name]                            # in the group's main type
+            names = ", ".join(f"{p}" + (f" x{n}" if n > 1 else "") for p, n in sorted(patterns.items()))
+            out.append(f"  {'':<{gw}}  {'':>10}    {type_name}: {names}")
     out.append("")
     if info.speakers:
         out.append(f"speakers ({len(info.speakers)}):")

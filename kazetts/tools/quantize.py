@@ -118,9 +118,9 @@ def _check_paths(src, dst) -> tuple[pathlib.Path, pathlib.Path]:
     if src.resolve() == dst.resolve() or (dst.exists() and os.path.samefile(src, dst)):
         raise ValueError(f"input and output are the same file ({src}): write to a new file")
     parent = dst.resolve().parent
-    if not parent.is_dir():
-        raise ValueError(f"output directory does not exist: {parent}")
-    if not os.access(parent, os.W_OK) or (dst.exists() and not os.access(dst, os.W_OK)):
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"cannot write {dst}: {parent} is not a directory")
+    if (parent.is_dir() and not os.access(parent, os.W_OK)) or (dst.exists() and not os.access(dst, os.W_OK)):
         raise ValueError(f"output path not writable: {dst}")
     return src, dst
 
@@ -422,6 +422,10 @@ def quantize_file(src, dst, type_name: str, *, nthread: int | None = None,
     else:
         raise ValueError(f"{src}: a {arch!r} GGUF, not a Qwen3-TTS talker ({N.TALKER_ARCH}) or mmproj ({N.MMPROJ_ARCH})")
     res = QuantizeResult(input=src, output=dst, kind=kind, type=type_name, in_bytes=src.stat().st_size)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)  # as `kazetts convert -o` does
+    except OSError as e:
+        raise ValueError(f"cannot create the output directory {dst.parent}: {e.strerror or e}") from None
     tmp = dst.with_name(dst.name + ".part")
     t0 = time.time()
     try:

@@ -32,6 +32,9 @@ import numpy as np
 
 FORMAT_VERSION = 1
 CP_LOGIT_FRAMES = 4  # code predictor logits are kept for this many leading frames
+GATES_FILE = pathlib.Path(__file__).with_name("gates.json")
+# Every golden gate (tolerances and agreement floors), shared with native/tests/golden_check.
+GATES: dict[str, float] = {k: float(v) for k, v in json.loads(GATES_FILE.read_text()).items() if not k.startswith("_")}
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,13 @@ CASES = [
          "english", speaker="ono_anna", max_new_tokens=130),
     Case("proj_cv", "Testing the projection path of the code predictor.", "english",
          preset="tiny-proj", speaker="vivian"),
+    # One-token texts: in streaming mode the trailing text rows are then just tts_eos.
+    Case("cv_one_token", "Hello", "english", speaker="ryan", max_new_tokens=12),
+    Case("cv_one_token_nonstream", "你好", "chinese", speaker="serena", non_streaming=True, max_new_tokens=12),
+    # F32 weights and a codec config without head_dim (gated at F32 exactness, see gates.json).
+    Case("f32_codec_no_head_dim", "Bonjour !", "french", preset="tiny-f32", speaker="vivian", max_new_tokens=16),
 ]
+F32_EXACT_CASES = ("f32_codec_no_head_dim",)  # F32 checkpoints: F32 files must match them exactly
 CASES_BY_NAME = {case.name: case for case in CASES}
 
 

@@ -284,7 +284,10 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     ggml_tensor *ip = L.src(W + "tfm.in_proj.weight");
     hp.hidden = (int)ip->ne[1];
     hp.n_layer = count_blocks(L, "a.gen.wav.tfm.blk.%d.attn_q.weight");
-    hp.head_dim = (int)L.num("kazetts.wav.head_dim", 64);
+    // The reference's rule when a config has no head_dim: hidden_size / num_attention_heads, with
+    // Qwen3TTSTokenizerV2DecoderConfig's defaults (1024, 16) for keys the file lacks.
+    double heads = L.num("kazetts.wav.num_attention_heads", 16);
+    hp.head_dim = (int)L.num("kazetts.wav.head_dim", heads > 0 ? L.num("kazetts.wav.hidden_size", 1024) / heads : 0);
     ggml_tensor *q0 = L.src(W + "tfm.blk.0.attn_q.weight");
     ggml_tensor *k0 = L.src(W + "tfm.blk.0.attn_k.weight");
     if (hp.head_dim <= 0 || q0->ne[1] % hp.head_dim || k0->ne[1] % hp.head_dim)

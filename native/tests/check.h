@@ -10,7 +10,7 @@
 
 // One golden case as scripts/aarch64_prepare.py describes it (a "key value" line each):
 // name, golden (dumps/<case>), talker and mmproj (F32 GGUF files), codec_eos, stops_at_eos,
-// expected (directory of host-computed expectations) and, for the long case only,
+// expected (directory of host-computed expectations), gate.<name> (every golden gate) and, for the long case only,
 // mmproj_f16 / mmproj_q8_0 (the same model converted to those types).
 struct GoldenCase {
     std::map<std::string, std::string> values;
@@ -22,6 +22,8 @@ struct GoldenCase {
     // The long case also gets the quantized code predictor and the codec streaming checks.
     bool long_checks() const { return has("mmproj_q8_0"); }
     NpyArray golden(const std::string &array) const { return load_npy(get("golden") + "/" + array + ".npy"); }
+    // A gate of kazetts/validation/gates.json, passed as a "gate.<name> value" line.
+    double gate(const std::string &name) const { return std::stod(get("gate." + name)); }
 };
 
 // Counts failed gates; every gate prints its figures, passed or not.

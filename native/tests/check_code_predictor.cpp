@@ -8,10 +8,6 @@
 
 namespace {
 
-const double COSINE_MIN = 0.99999;
-const double EMB_TOL = 1e-5;
-const double F16_MIN_AGREEMENT = 0.995;
-const double QUANT_MIN_AGREEMENT = 0.75;
 
 struct CpDeleter {
     void operator()(kz_code_predictor *cp) const { kz_cp_free(cp); }
@@ -81,9 +77,9 @@ void check_greedy_f32(const GoldenCase &c, Report &report) {
     report.gate(name + " code predictor codes", mismatches == 0,
                 fmt("%lld/%lld frames identical (largest margin at a difference %.4f)",
                     (long long)(codes.dim(0) - mismatches), (long long)codes.dim(0), worst_margin));
-    report.gate(name + " code predictor logits", min_cos >= COSINE_MIN,
+    report.gate(name + " code predictor logits", min_cos >= c.gate("cosine_min"),
                 fmt("%lld frames: min cosine %.8f, max abs diff %.2e", (long long)ref.dim(0), min_cos, max_logit_diff));
-    report.gate(name + " code predictor embedding sum", max_emb_diff <= EMB_TOL && embed_codes_equal,
+    report.gate(name + " code predictor embedding sum", max_emb_diff <= c.gate("embedding_sum_max_abs") && embed_codes_equal,
                 fmt("%lld frames: max abs diff %.2e, kz_cp_embed_codes identical: %s", (long long)want_emb.dim(0),
                     max_emb_diff, embed_codes_equal ? "yes" : "no"));
 }
@@ -135,10 +131,10 @@ void check_quantized(const GoldenCase &c, Report &report) {
         double min_ratio;
     };
     const Variant variants[] = {
-        {"q8_0 file", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_AUTO, QUANT_MIN_AGREEMENT},
-        {"q8_0 at load", c.get("mmproj"), KZ_CP_WEIGHTS_Q8_0, QUANT_MIN_AGREEMENT},
-        {"f16 file", c.get("mmproj_f16"), KZ_CP_WEIGHTS_AUTO, F16_MIN_AGREEMENT},
-        {"f16 at load", c.get("mmproj"), KZ_CP_WEIGHTS_F16, F16_MIN_AGREEMENT},
+        {"q8_0 file", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_AUTO, c.gate("code_predictor_quantized_min_agreement")},
+        {"q8_0 at load", c.get("mmproj"), KZ_CP_WEIGHTS_Q8_0, c.gate("code_predictor_quantized_min_agreement")},
+        {"f16 file", c.get("mmproj_f16"), KZ_CP_WEIGHTS_AUTO, c.gate("code_predictor_f16_min_agreement")},
+        {"f16 at load", c.get("mmproj"), KZ_CP_WEIGHTS_F16, c.gate("code_predictor_f16_min_agreement")},
     };
     for (const Variant &v : variants) {
         Cp cp = load(v.path, c.threads, v.weights);

@@ -9,9 +9,6 @@
 
 namespace {
 
-const double F32_TOL = 1e-4;
-const double F16_MIN_CORRELATION = 0.9999;
-const double SAME_MODEL_TOL = 1e-6;  // streaming vs full decode, 1 vs 2 threads
 
 struct CodecDeleter {
     void operator()(kz_codec *codec) const { kz_codec_free(codec); }
@@ -74,7 +71,7 @@ void check_f32(const GoldenCase &c, const NpyArray &codes, const NpyArray &wavef
                          max_abs_diff(wav.data(), waveform.f32.data(), wav.size())};
     double worst = 0.0;
     for (double x : d) worst = std::max(worst, x);
-    report.gate(c.get("name") + " codec f32", worst <= F32_TOL,
+    report.gate(c.get("name") + " codec f32", worst <= c.gate("codec_max_abs"),
                 fmt("%zu frames, max abs diff: quantized %.2e, pre_conv %.2e, transformer %.2e, upsample %.2e, waveform %.2e",
                     n, d[0], d[1], d[2], d[3], d[4]));
 }
@@ -83,7 +80,7 @@ void check_f16(const GoldenCase &c, const NpyArray &codes, const NpyArray &wavef
     Codec codec = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F16);
     std::vector<float> wav = decode(codec.get(), codes);
     double corr = correlation(wav.data(), waveform.f32.data(), wav.size());
-    report.gate(c.get("name") + " codec f16", corr >= F16_MIN_CORRELATION,
+    report.gate(c.get("name") + " codec f16", corr >= c.gate("codec_f16_min_correlation"),
                 fmt("correlation %.7f, max abs diff %.2e", corr, max_abs_diff(wav.data(), waveform.f32.data(), wav.size())));
 }
 
@@ -92,13 +89,13 @@ void check_same_model(const GoldenCase &c, const NpyArray &codes, Report &report
     Codec one = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F32), two = load(c.get("mmproj"), 2, KZ_CODEC_WEIGHTS_F32);
     std::vector<float> full = decode(one.get(), codes), threads2 = decode(two.get(), codes);
     double d_threads = max_abs_diff(full.data(), threads2.data(), full.size());
-    report.gate(c.get("name") + " codec 2 threads vs 1", d_threads <= SAME_MODEL_TOL, fmt("max abs diff %.1e", d_threads));
+    report.gate(c.get("name") + " codec 2 threads vs 1", d_threads <= c.gate("same_model_max_abs"), fmt("max abs diff %.1e", d_threads));
     for (const std::vector<int> &sizes : {std::vector<int>{1}, std::vector<int>{3, 1, 9}, std::vector<int>{40}}) {
         std::vector<float> got = stream(one.get(), codes, sizes);
         double d = max_abs_diff(got.data(), full.data(), full.size());
         std::string label;
         for (int s : sizes) label += (label.empty() ? "" : ",") + std::to_string(s);
-        report.gate(c.get("name") + " codec stream chunks [" + label + "] vs full", d <= SAME_MODEL_TOL, fmt("max abs diff %.1e", d));
+        report.gate(c.get("name") + " codec stream chunks [" + label + "] vs full", d <= c.gate("same_model_max_abs"), fmt("max abs diff %.1e", d));
     }
 }
 

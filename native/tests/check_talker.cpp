@@ -12,7 +12,6 @@
 
 namespace {
 
-const double COSINE_GATE = 0.99999;
 const int POSITION_STREAMS = 4;     // IMROPE: 4 position values per token, section-major
 const int SUPPRESSED_SPECIALS = 1024;  // the last ids of the codec vocabulary, except EOS
 const int MIN_NEW_TOKENS = 2;
@@ -121,6 +120,6 @@ void check_talker(const GoldenCase &c, Report &report) {
     report.gate(name + " talker CB0", identical == codes.dim(0) && stopped_at_eos == want_eos,
                 fmt("%d/%lld frames identical; last call %s EOS (reference: %s)", identical, (long long)codes.dim(0),
                     stopped_at_eos ? "picks" : "does not pick", want_eos ? "EOS" : "frame budget"));
-    report.gate(name + " talker hidden and logits", min_hidden_cos >= COSINE_GATE && min_logits_cos >= COSINE_GATE,
+    report.gate(name + " talker hidden and logits", min_hidden_cos >= c.gate("cosine_min") && min_logits_cos >= c.gate("cosine_min"),
                 fmt("%d calls: min cosine hidden %.7f, logits %.7f", calls, min_hidden_cos, min_logits_cos));
 }
