@@ -23,7 +23,10 @@ PIP_FLAGS   ?= -q
 KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
 LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
 NATIVE_LIB  := kazetts/lib/libkazetts.so
-NATIVE_SRC  := $(wildcard native/CMakeLists.txt native/src/* native/include/kazetts/*)
+NATIVE_SRC  := $(wildcard native/CMakeLists.txt native/src/* native/include/kazetts/* native/jni/* \
+	native/java/src/org/kazetts/* native/java/test/org/kazetts/*)
+LLAMA_CMAKE := -DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
+	-DLLAMA_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/include
 
 .PHONY: setup ref native llama-src demo test asan clean-venvs
 
@@ -40,7 +43,7 @@ $(LLAMA_SRC)/.unpacked:
 	touch $@
 
 $(NATIVE_LIB): $(VENV)/.installed $(LLAMA_SRC)/.unpacked $(NATIVE_SRC)
-	cmake -S native -B build/native -DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
+	cmake -S native -B build/native $(LLAMA_CMAKE) \
 		-DGGML_LIB_DIR=$$($(VENV)/bin/python -c "import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / 'lib')")
 	cmake --build build/native -j2
 	mkdir -p $(dir $@) && cp build/native/libkazetts.so $@
@@ -79,15 +82,21 @@ test: setup ref
 # The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
 # runtime is preloaded into the non-instrumented Python, with libstdc++ so that exceptions work).
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
+# the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
+ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
+	stream_first or text_split or talker_sampler or rng or model_info or base_xvector or seed and 3
 asan: setup
-	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
+	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LLAMA_CMAKE) \
 		-DGGML_LIB_DIR=$$($(VENV)/bin/python -c "import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / 'lib')")
 	cmake --build build/asan -j2
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
 		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
 		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300"
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
+		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
+		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)

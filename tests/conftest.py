@@ -60,3 +60,11 @@ def tiny_gguf(tiny_checkpoint, tmp_path_factory):
         return built[key]
 
     return get
+
+
+def golden_request(manifest: dict, arrays: dict) -> dict:
+    """The synthesis options (engine keyword arguments) that reproduce a golden case greedily."""
+    case = manifest["case"]
+    return dict(speaker=case["speaker"], language=case["language"], instruct=case["instruct"],
+                speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"],
+                greedy=True, max_frames=case["max_new_tokens"] - 1)

@@ -8,7 +8,9 @@ Every request is checked (text, speaker, language, instruct, speaker embedding, 
 and all its prompts are built before any compute. Long text is split into pieces (whole
 sentences, packed) said one after the other and joined with a short crossfade; each piece gets
 a frame budget from its length so a model that never says end-of-speech stops with a warning.
-`synthesize` is `stream` collected, so the two give the same samples.
+`synthesize` is `stream` collected, so the two give the same samples. Sampling draws from
+`native.Rng(seed)` (libkazetts' splitmix64), the stream the native engine (kazetts/tts.h)
+draws from, so both engines give the same codes for one seed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
+from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.prompt import Prompt, build_prompt, chat_text, instruct_text
@@ -111,7 +114,7 @@ class TTS:
             raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
         timings = timings if timings is not None else {}
-        rng = None if greedy else np.random.default_rng(seed)
+        rng = None if greedy else native.Rng(seed)
         sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
                                            SamplerConfig(greedy=greedy))
         predictor = NativeFrames(self.code_predictor, greedy=greedy, rng=rng)

@@ -12,7 +12,7 @@ import pathlib
 
 import llama_cpp  # noqa: F401  (loads ggml into the process before libkazetts)
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 _LIBRARY: ctypes.CDLL | None = None
 
@@ -41,6 +41,8 @@ def library() -> ctypes.CDLL:
         lib.kz_abi_version.restype = ctypes.c_int
         lib.kz_status_name.restype = ctypes.c_char_p
         lib.kz_status_name.argtypes = [ctypes.c_int]
+        lib.kz_rng_uniform.restype = ctypes.c_double
+        lib.kz_rng_uniform.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
         if lib.kz_abi_version() != ABI_VERSION:
             raise ImportError(f"{path} has ABI {lib.kz_abi_version()}, kazetts needs {ABI_VERSION}: rebuild it")
         _LIBRARY = lib
@@ -87,3 +89,21 @@ class NativeHandle:
     def _check(self, status: int) -> None:
         if status != 0:
             check(status, getattr(library(), self._last_error_name)(self._handle) or b"")
+
+
+class Rng:
+    """The random stream of both engines (kz_rng_uniform: splitmix64 in libkazetts).
+
+    The Python engine draws CB0's uniform with `random()` and hands `pointer` to the native code
+    predictor, which draws its 15 from the same state: the native engine (kazetts/tts.h) does
+    the same, so one seed gives both engines the same codes. `seed=None` picks a random seed."""
+
+    def __init__(self, seed: int | None = None):
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        self.state = ctypes.c_uint64(int(seed) & (2**64 - 1))
+        self.pointer = ctypes.pointer(self.state)
+
+    def random(self) -> float:
+        """One uniform double in [0, 1)."""
+        return library().kz_rng_uniform(self.pointer)
