@@ -76,7 +76,7 @@ demo: setup
 		--greedy -o out/demo.wav --verbose
 	$(VENV)/bin/python -m kazetts validate models/tiny dumps
 
-test: setup ref
+test: jdk setup ref
 	$(VENV)/bin/python -m pytest tests
 
 # The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
