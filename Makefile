@@ -22,7 +22,8 @@ PIP_FLAGS   ?= -q
 # kazetts' GGUF files with, and the sources of the aarch64 cross build and of llama-tts.
 KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
 LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
-NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/* native/include/kazetts/*)
+NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/* native/include/kazetts/* \
+	native/jni/* native/java/src/org/kazetts/* native/java/test/org/kazetts/*)
 
 .PHONY: setup ref native llama-src demo test pip-check asan clean-venvs
 
@@ -82,7 +83,7 @@ demo: setup
 		--greedy -o out/demo.wav --verbose
 	$(VENV)/bin/python -m kazetts validate models/tiny dumps
 
-test: setup ref llama-src
+test: jdk setup ref llama-src
 	KAZETTS_WHEEL_CACHE=$(WHEEL_CACHE) $(VENV)/bin/python -m pytest tests
 
 # `pip install <directory>` and `pip install git+file://<this repo>` (its committed HEAD) into
@@ -94,6 +95,9 @@ pip-check: setup
 # the venv's llama-cpp-python, as pip's build does: empty GGML_*_DIR; the runtime is preloaded
 # into the non-instrumented Python, with libstdc++ so that exceptions work).
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
+# the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
+ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
+	stream_first or text_split or talker_sampler or rng or model_info or base_xvector or seed and 3
 asan: setup
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
@@ -102,6 +106,10 @@ asan: setup
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
 		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
 		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300"
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
+		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
+		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)

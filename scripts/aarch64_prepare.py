@@ -72,6 +72,10 @@ def prepare_case(out: pathlib.Path, case_dir: pathlib.Path) -> pathlib.Path:
     lines = {"name": case_dir.name, "golden": case_dir.resolve(), "talker": talker.resolve(), "mmproj": mmproj.resolve(),
              "codec_eos": manifest["codec_eos_token_id"], "stops_at_eos": int(manifest["stopped_by"] == "eos"),
              "expected": expected.resolve(), **{f"gate.{name}": repr(value) for name, value in goldens.GATES.items()}}
+    case = manifest["case"]  # the request itself, for the native engine's check
+    lines.update({"text": case["text"], "language": case["language"], "speaker": case["speaker"] or "",
+                  "instruct": case["instruct"] or "", "text_streaming": int(not case["non_streaming"]),
+                  "max_frames": case["max_new_tokens"] - 1})
     if case_dir.name == LONG_CASE:
         for out_type in ("f16", "q8_0"):
             lines[f"mmproj_{out_type}"] = converted(out, ck_path, out_type)[1].resolve()

@@ -18,10 +18,8 @@ import argparse
 import base64
 import io
 import json
-import os
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import threading

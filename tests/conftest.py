@@ -78,3 +78,11 @@ def rewrite_gguf(src, out, drop=lambda key: False, data=lambda tensor: tensor.da
     for t in reader.tensors:
         w.add_tensor(t.name, np.ascontiguousarray(data(t)), raw_dtype=t.tensor_type)
     w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+
+
+def golden_request(manifest: dict, arrays: dict) -> dict:
+    """The synthesis options (engine keyword arguments) that reproduce a golden case greedily."""
+    case = manifest["case"]
+    return dict(speaker=case["speaker"], language=case["language"], instruct=case["instruct"],
+                speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"],
+                greedy=True, max_frames=case["max_new_tokens"] - 1)

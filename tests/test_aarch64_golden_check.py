@@ -55,7 +55,8 @@ def test_passes_on_goldens_and_fails_on_corrupted_ones(golden_check, tmp_path):
     lines = run.stdout.splitlines()
     intact = [line for line in lines if line.startswith(("PASS intact", "FAIL intact"))]
     failed = {line.split(":")[0] for line in lines if line.startswith("FAIL corrupted")}
-    assert len(intact) == 7 and all(line.startswith("PASS") for line in intact)
+    assert len(intact) == 9 and all(line.startswith("PASS") for line in intact)
     assert failed == {"FAIL corrupted code predictor codes", "FAIL corrupted code predictor embedding sum",
-                      "FAIL corrupted codec f32", "FAIL corrupted codec f16", "FAIL corrupted talker hidden and logits"}
+                      "FAIL corrupted codec f32", "FAIL corrupted codec f16", "FAIL corrupted talker hidden and logits",
+                      "FAIL corrupted engine codes"}
     assert run.returncode == 1

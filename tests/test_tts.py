@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import DUMPS
+from conftest import DUMPS, golden_request
 from kazetts.validation import goldens
 from kazetts.engine.tts import TTS, frame_budget
 
@@ -28,19 +28,12 @@ def engines(tiny_gguf):
     return get
 
 
-def _request(manifest, arrays):
-    case = manifest["case"]
-    return dict(speaker=case["speaker"], language=case["language"], instruct=case["instruct"],
-                speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"],
-                greedy=True, max_frames=case["max_new_tokens"] - 1)
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_greedy_end_to_end_matches_reference(name, engines):
     manifest, arrays = goldens.load_case(DUMPS / name)
     ck = manifest["checkpoint"]
     result = engines(ck["preset"], ck["model_type"], ck["seed"]).synthesize(manifest["case"]["text"],
-                                                                          **_request(manifest, arrays))
+                                                                          **golden_request(manifest, arrays))
     same = int((result.codes == arrays["codes"]).all(axis=1).sum()) if result.codes.shape == arrays["codes"].shape else 0
     wave_diff = float(np.abs(result.audio - arrays["waveform"]).max()) if len(result.audio) == len(arrays["waveform"]) else np.inf
     print(f"{name}: {same}/{manifest['frames']} frames with all 16 codes identical; stopped by {result.stopped_by}; "

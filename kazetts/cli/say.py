@@ -11,8 +11,9 @@ import time
 
 import numpy as np
 
+from kazetts.engine.limits import MAX_SEED, MAX_THREADS
+
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
-MAX_THREADS = 512  # kazetts.engine.tts.MAX_THREADS (not imported: `kazetts -h` stays free of llama_cpp)
 
 
 def int_in(low: int, high: int | None = None):
@@ -235,7 +236,7 @@ def register(sub) -> None:
     s.add_argument("--language", default="auto")
     s.add_argument("--instruct", default=None, help="voice description (VoiceDesign, 1.7B CustomVoice)")
     s.add_argument("--speaker-embedding", default=None, help=".npy x-vector for Base models")
-    s.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="sampling seed, 0..2**64-1")
+    s.add_argument("--seed", type=int_in(0, MAX_SEED), default=None, help=f"sampling seed, 0..{MAX_SEED}")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
     s.add_argument("--max-frames", type=int_in(1), default=None,
                    help="frame cap per text piece, >= 1 (default: from its length)")

@@ -8,7 +8,9 @@ Every request is checked (text, speaker, language, instruct, speaker embedding, 
 and all its prompts are built before any compute. Long text is split into pieces (whole
 sentences, packed) said one after the other and joined with a short crossfade; each piece gets
 a frame budget from its length so a model that never says end-of-speech stops with a warning.
-`synthesize` is `stream` collected, so the two give the same samples.
+`synthesize` is `stream` collected, so the two give the same samples. Sampling draws from
+`native.Rng(seed)` (libkazetts' splitmix64), the stream the native engine (kazetts/tts.h)
+draws from, so both engines give the same codes for one seed.
 """
 
 from __future__ import annotations
@@ -22,22 +24,21 @@ from typing import Iterator
 import numpy as np
 
 from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError
+from kazetts.engine.limits import MAX_SEED, MAX_THREADS
+from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
-from kazetts.stages.prompt import Prompt, build_prompt, chat_text, instruct_text
+from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, Prompt, build_prompt, chat_text, instruct_text
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler
 from kazetts.stages.talker import Talker
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
 from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
-from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS  # (apart: keeps this change additive)
 
 FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
-MAX_THREADS = 512  # GGML_MAX_N_THREADS
-MAX_SEED = 2**64 - 1  # numpy's default_rng takes seeds in 0..2**64-1 here
 
 
 def frame_budget(n_text_tokens: int) -> int:
@@ -206,7 +207,7 @@ class TTS:
             check_int("seed", seed, 0, MAX_SEED)
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
         timings = timings if timings is not None else {}
-        rng = None if greedy else np.random.default_rng(seed)
+        rng = None if greedy else native.Rng(seed)
         sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
                                            SamplerConfig(greedy=greedy))
         predictor = NativeFrames(self.code_predictor, greedy=greedy, rng=rng)
@@ -289,7 +290,7 @@ class TTS:
                      chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
-        rng = None if greedy else np.random.default_rng(seed)
+        rng = None if greedy else native.Rng(seed)
         sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
                                            SamplerConfig(greedy=greedy))
         predictor = NativeFrames(self.code_predictor, greedy=greedy, rng=rng)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
+from kazetts.engine.limits import MAX_SEED
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request may hold here
-MAX_SEED = 2**63 - 1
 
 
 @dataclass

@@ -6,7 +6,8 @@ to cross-check the native one (never by the runtime).
 
 Sampling follows ``kazetts.sampling.CodePredictorSampler``: pass ``rng`` (a numpy Generator) and
 the native code draws its 15 uniforms from it exactly as the numpy sampler would (one
-``rng.random()`` per codebook), so both give the same codes for the same generator state.
+``rng.random()`` per codebook), so both give the same codes for the same generator state; or
+pass a ``native.Rng`` (the engines' stream) and the native code draws from its state.
 """
 
 from __future__ import annotations
@@ -105,12 +106,13 @@ class CodePredictor(native.NativeHandle):
         self.threads = int(n)
 
     def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = 0.9, top_k: int = 50,
-                top_p: float = 1.0, rng: np.random.Generator | None = None, seed: int | None = None,
+                top_p: float = 1.0, rng: "np.random.Generator | native.Rng | None" = None, seed: int | None = None,
                 return_logits: bool = False):
         """One frame -> (codes [15] int32, embedding_sum [n_embd_in] float32[, logits [15, vocab]]).
 
-        Sampling (greedy=False) needs ``rng`` (draws 15 uniforms from it) or ``seed`` (native
-        splitmix64 stream)."""
+        Sampling (greedy=False) needs ``rng`` (a numpy Generator: 15 uniforms drawn from it; a
+        ``native.Rng``: the native code draws from its state) or ``seed`` (a fresh splitmix64
+        stream)."""
         if not self._handle:
             raise ValueError("the code predictor is closed")
         hidden = np.ascontiguousarray(hidden, dtype=np.float32).reshape(-1)
@@ -122,7 +124,9 @@ class CodePredictor(native.NativeHandle):
         s = _Sampling(int(bool(greedy)), float(temperature), int(top_k), float(top_p), None, None)
         keep = []
         if not greedy:
-            if rng is not None:
+            if isinstance(rng, native.Rng):
+                s.rng_state = rng.pointer
+            elif rng is not None:
                 u = np.ascontiguousarray(rng.random(self.n_codebooks), dtype=np.float64)
                 keep.append(u)
                 s.uniforms = _ptr(u, ctypes.c_double)

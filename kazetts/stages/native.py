@@ -17,7 +17,7 @@ import pathlib
 
 from kazetts.gguf.errors import KazettsError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 LIB_NAME = "libkazetts.so"
 REINSTALL = ("reinstall kazetts so that pip rebuilds it against the llama-cpp-python installed now "
@@ -78,6 +78,8 @@ def _load(path: pathlib.Path) -> ctypes.CDLL:
                                  "or reinstall the llama-cpp-python it was built against")
     lib.kz_status_name.restype = ctypes.c_char_p
     lib.kz_status_name.argtypes = [ctypes.c_int]
+    lib.kz_rng_uniform.restype = ctypes.c_double
+    lib.kz_rng_uniform.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
     return lib
 
 
@@ -129,3 +131,21 @@ class NativeHandle:
     def _check(self, status: int) -> None:
         if status != 0:
             check(status, getattr(library(), self._last_error_name)(self._handle) or b"")
+
+
+class Rng:
+    """The random stream of both engines (kz_rng_uniform: splitmix64 in libkazetts).
+
+    The Python engine draws CB0's uniform with `random()` and hands `pointer` to the native code
+    predictor, which draws its 15 from the same state: the native engine (kazetts/tts.h) does
+    the same, so one seed gives both engines the same codes. `seed=None` picks a random seed."""
+
+    def __init__(self, seed: int | None = None):
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        self.state = ctypes.c_uint64(int(seed) & (2**64 - 1))
+        self.pointer = ctypes.pointer(self.state)
+
+    def random(self) -> float:
+        """One uniform double in [0, 1)."""
+        return library().kz_rng_uniform(self.pointer)

@@ -32,8 +32,11 @@ do_sample=subtalker_dosample, top_k=subtalker_top_k, top_p=..., temperature=...)
 repetition penalty, no min length, no suppressed ids; only the warpers 5-7 when sampling,
 plain argmax in greedy mode.
 
-Random numbers: sampling uses a numpy ``Generator`` and inverse-CDF draws, so a given seed
-gives the same tokens run to run. It cannot reproduce ``torch.multinomial``'s random stream bit
+Random numbers: ``pick`` draws one uniform from ``rng.random()`` (any source with that method:
+a numpy ``Generator``, or ``kazetts.stages.native.Rng``, the splitmix64 stream both engines use)
+and inverts the CDF, so a given seed gives the same tokens run to run. The native engine's
+copy of these rules (native/src/sampling.cpp, cp_sampling.h) is pinned to this module by
+tests/test_native_engine.py. It cannot reproduce ``torch.multinomial``'s random stream bit
 for bit, so sampled output matches the reference only in distribution; bit-exact comparisons
 are done in greedy mode.
 """
@@ -136,13 +139,13 @@ def warp(scores: np.ndarray, config: SamplerConfig) -> np.ndarray:
     return apply_top_p(scores, config.top_p)
 
 
-def pick(scores: np.ndarray, greedy: bool, rng: np.random.Generator | None = None) -> int:
+def pick(scores: np.ndarray, greedy: bool, rng=None) -> int:
     """argmax (first index on ties, as torch on CPU) or one multinomial draw from softmax(scores).
     Ids whose score is -inf have probability exactly 0 and can never be drawn."""
     if greedy:
         return int(np.argmax(scores))
     if rng is None:
-        raise ValueError("sampling needs a numpy Generator (np.random.default_rng(seed))")
+        raise ValueError("sampling needs a random source (np.random.default_rng(seed) or native.Rng(seed))")
     finite = np.isfinite(scores)
     if not finite.any():
         raise ValueError("every logit is -inf: nothing can be sampled")
@@ -201,7 +204,7 @@ class TalkerSampler:
             scores[self.suppress_tokens] = NEG_INF
         return warp(scores, self.config)
 
-    def choose(self, logits: np.ndarray, rng: np.random.Generator | None = None) -> int:
+    def choose(self, logits: np.ndarray, rng=None) -> int:
         """Raw logits -> the next CB0 id; the id is appended to the history."""
         token = pick(self.process(logits), self.config.greedy, rng)
         self.history.append(token)
@@ -223,5 +226,5 @@ class CodePredictorSampler:
         scores = apply_repetition_penalty(scores, (), self.config.repetition_penalty)
         return warp(scores, self.config)
 
-    def choose(self, logits: np.ndarray, rng: np.random.Generator | None = None) -> int:
+    def choose(self, logits: np.ndarray, rng=None) -> int:
         return pick(self.process(logits), self.config.greedy, rng)

@@ -8,7 +8,7 @@
 
 #include "kazetts/common.h"
 
-#define KZ_ABI_VERSION 2
+#define KZ_ABI_VERSION 3
 
 namespace kz {
 

@@ -46,3 +46,4 @@ std::string fmt(const char *format, ...);
 void check_code_predictor(const GoldenCase &c, Report &report);
 void check_codec(const GoldenCase &c, Report &report);
 void check_talker(const GoldenCase &c, Report &report);
+void check_engine(const GoldenCase &c, Report &report);  // the whole kazetts/tts.h engine

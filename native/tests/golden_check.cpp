@@ -55,6 +55,7 @@ int main(int argc, char **argv) {
             timed("code predictor", check_code_predictor, c, report);
             timed("codec", check_codec, c, report);
             timed("talker", check_talker, c, report);
+            timed("engine", check_engine, c, report);
         } catch (const std::exception &e) {
             report.gate(argv[i], false, std::string("error: ") + e.what());
         }

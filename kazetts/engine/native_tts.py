@@ -1,0 +1,192 @@
+"""The native engine (libkazetts' kazetts/tts.h) from Python: the whole pipeline in C++.
+
+What an app gets through the C ABI or the JNI bridge, bound with ctypes so the tests can hold it
+against the Python engine (`kazetts.TTS`): same request and seed, same codes and samples.
+
+    tts = NativeTTS(talker, mmproj, threads=2)
+    r = tts.synthesize("Bonjour !", speaker="vivian", language="french", seed=3)
+    r.audio, r.codes, r.stop_reason, r.timings
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from kazetts.stages import native
+
+CODEC_WEIGHTS = {"f32": 0, "f16": 1}
+STOP_REASONS = ("eos", "budget", "cancelled")
+N_CODEBOOKS = 16
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("n_threads", ctypes.c_int32), ("codec_weights", ctypes.c_int32),
+                ("cp_weights", ctypes.c_int32), ("n_ctx", ctypes.c_int32), ("n_batch", ctypes.c_int32),
+                ("verbose", ctypes.c_int32)]
+
+
+class Request(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("speaker", ctypes.c_char_p), ("language", ctypes.c_char_p),
+                ("instruct", ctypes.c_char_p), ("xvector", ctypes.POINTER(ctypes.c_float)),
+                ("xvector_len", ctypes.c_int32), ("text_streaming", ctypes.c_int32), ("greedy", ctypes.c_int32),
+                ("temperature", ctypes.c_float), ("top_k", ctypes.c_int32), ("top_p", ctypes.c_float),
+                ("repetition_penalty", ctypes.c_float), ("cp_temperature", ctypes.c_float),
+                ("cp_top_k", ctypes.c_int32), ("cp_top_p", ctypes.c_float), ("seed", ctypes.c_int64),
+                ("max_frames", ctypes.c_int32), ("chunk_frames", ctypes.c_int32)]
+
+
+class Chunk(ctypes.Structure):
+    _fields_ = [("samples", ctypes.POINTER(ctypes.c_float)), ("n_samples", ctypes.c_int32),
+                ("codes", ctypes.POINTER(ctypes.c_int32)), ("n_frames", ctypes.c_int32), ("piece", ctypes.c_int32),
+                ("frames_total", ctypes.c_int32)]
+
+
+class NativeResult(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("stop_reason", ctypes.c_int32), ("n_frames", ctypes.c_int32),
+                ("n_pieces", ctypes.c_int32), ("pieces_at_budget", ctypes.c_int32), ("n_samples", ctypes.c_int64),
+                ("prefill_ms", ctypes.c_double), ("talker_ms", ctypes.c_double), ("code_predictor_ms", ctypes.c_double),
+                ("codec_ms", ctypes.c_double), ("first_audio_ms", ctypes.c_double), ("total_ms", ctypes.c_double)]
+
+
+CHUNK_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(Chunk), ctypes.c_void_p)
+_BOUND = False
+
+
+def lib() -> ctypes.CDLL:
+    """libkazetts with the tts.h functions typed."""
+    global _BOUND
+    lib = native.library()
+    if not _BOUND:
+        P = ctypes.c_void_p
+        lib.kz_tts_default_params.restype = Params
+        lib.kz_tts_default_request.restype = Request
+        lib.kz_tts_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Params), ctypes.POINTER(P),
+                                    ctypes.c_char_p, ctypes.c_size_t]
+        lib.kz_tts_free.argtypes = [P]
+        lib.kz_tts_free.restype = None
+        lib.kz_tts_model_info.argtypes = lib.kz_tts_last_error.argtypes = [P]
+        lib.kz_tts_model_info.restype = lib.kz_tts_last_error.restype = ctypes.c_char_p
+        lib.kz_tts_sample_rate.argtypes = [P]
+        lib.kz_tts_synthesize.argtypes = [P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, P,
+                                          ctypes.POINTER(NativeResult)]
+        lib.kz_tts_cancel.argtypes = [P]
+        lib.kz_tts_cancel.restype = None
+        lib.kz_tts_last_codes.argtypes = [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]
+        lib.kz_text_split.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32]
+        lib.kz_talker_choose.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_int32, ctypes.c_int32,
+                                         ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, ctypes.POINTER(Request),
+                                         ctypes.POINTER(ctypes.c_uint64)]
+        _BOUND = True
+    return lib
+
+
+def _utf8(s: str | None) -> bytes | None:
+    return s.encode("utf-8") if s else None
+
+
+def request(speaker: str | None = None, language: str = "auto", instruct: str | None = None,
+            speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
+            seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
+            **sampling) -> tuple[Request, list]:
+    """A kz_tts_request from the Python engine's keyword arguments (plus temperature, top_k,
+    top_p, repetition_penalty, cp_temperature, cp_top_k, cp_top_p); returns it with the buffers
+    it points to (keep them alive)."""
+    r = lib().kz_tts_default_request()
+    keep: list = []
+    r.speaker, r.language, r.instruct = _utf8(speaker), _utf8(language), _utf8(instruct)
+    if speaker_embedding is not None:
+        x = np.ascontiguousarray(speaker_embedding, dtype=np.float32).reshape(-1)
+        keep.append(x)
+        r.xvector = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        r.xvector_len = x.size
+    r.text_streaming, r.greedy = int(text_streaming), int(greedy)
+    r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
+    r.max_frames = 0 if max_frames is None else int(max_frames)
+    r.chunk_frames = int(chunk_frames)
+    for name, value in sampling.items():
+        if name not in dict(Request._fields_) or name in ("struct_size", "xvector", "xvector_len"):
+            raise TypeError(f"unknown request field {name!r}")
+        setattr(r, name, value)
+    return r, keep
+
+
+def split_text(text: str, max_chars: int = 300) -> list[str]:
+    """The native long-text rule (kz_text_split), for pinning it to kazetts.engine.text_split."""
+    data = text.encode("utf-8")
+    n = lib().kz_text_split(data, max_chars, None, 0)
+    if n < 0:
+        raise ValueError("kz_text_split refused the text")
+    ends = (ctypes.c_int32 * max(n, 1))()
+    lib().kz_text_split(data, max_chars, ends, n)
+    starts = [0] + list(ends[:n - 1]) if n else []
+    return [data[a:b].decode("utf-8") for a, b in zip(starts, ends[:n])]
+
+
+@dataclass
+class Synthesis:
+    audio: np.ndarray
+    codes: np.ndarray  # int32 [frames, 16]
+    stop_reason: str
+    pieces: int
+    pieces_at_budget: int
+    timings: dict = field(default_factory=dict)
+    chunks: list = field(default_factory=list)  # (frames_total, n_samples) per callback
+
+
+class NativeTTS(native.NativeHandle):
+    """A model loaded in the native engine (kz_tts_load)."""
+
+    _free_name, _last_error_name = "kz_tts_free", "kz_tts_last_error"
+
+    def __init__(self, talker, mmproj, threads: int = 2, codec_weights: str = "f16", n_ctx: int = 2048):
+        if codec_weights not in CODEC_WEIGHTS:
+            raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(CODEC_WEIGHTS)}")
+        self._lib = lib()
+        params = self._lib.kz_tts_default_params()
+        params.n_threads, params.codec_weights, params.n_ctx = int(threads), CODEC_WEIGHTS[codec_weights], int(n_ctx)
+        self._handle = ctypes.c_void_p()
+        err = native.error_buffer()
+        native.check(self._lib.kz_tts_load(os.fsencode(str(talker)), os.fsencode(str(mmproj)), ctypes.byref(params),
+                                           ctypes.byref(self._handle), err, len(err)), err.value)
+        self.info = json.loads(self._lib.kz_tts_model_info(self._handle).decode("utf-8"))
+        self.sample_rate = self._lib.kz_tts_sample_rate(self._handle)
+
+    def cancel(self) -> None:
+        self._lib.kz_tts_cancel(self._handle)
+
+    def synthesize(self, text: str, on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None,
+                   **options) -> Synthesis:
+        """The whole request; `on_chunk(audio, codes, frames_total)` (optional) sees every chunk
+        and returns False to stop. Options as `kazetts.TTS.stream` (see `request`)."""
+        r, keep = request(**options)
+        audio: list[np.ndarray] = []
+        chunks: list[tuple[int, int]] = []
+
+        def callback(chunk_p, _user):
+            c = chunk_p.contents
+            samples = np.ctypeslib.as_array(c.samples, shape=(c.n_samples,)).copy() if c.n_samples else np.zeros(0, np.float32)
+            codes = np.ctypeslib.as_array(c.codes, shape=(c.n_frames, N_CODEBOOKS)).copy()
+            audio.append(samples)
+            chunks.append((c.frames_total, c.n_samples))
+            return 1 if on_chunk is None or on_chunk(samples, codes, c.frames_total) else 0
+
+        res = NativeResult()
+        res.struct_size = ctypes.sizeof(NativeResult)
+        self._check(self._lib.kz_tts_synthesize(self._handle, text.encode("utf-8"), ctypes.byref(r),
+                                                CHUNK_CALLBACK(callback), None, ctypes.byref(res)))
+        del keep
+        timings = {name: getattr(res, name) for name, _ in NativeResult._fields_ if name.endswith("_ms")}
+        return Synthesis(np.concatenate(audio) if audio else np.zeros(0, np.float32), self.last_codes(),
+                         STOP_REASONS[res.stop_reason], res.n_pieces, res.pieces_at_budget, timings, chunks)
+
+    def last_codes(self) -> np.ndarray:
+        n = self._lib.kz_tts_last_codes(self._handle, None, 0)
+        out = np.zeros((n, N_CODEBOOKS), np.int32)
+        self._lib.kz_tts_last_codes(self._handle, out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), out.size)
+        return out

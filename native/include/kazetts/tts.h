@@ -1,0 +1,157 @@
+/* kazetts TTS engine: the whole Qwen3-TTS 12 Hz pipeline behind one handle.
+ *
+ *   text -> prompt (talker GGUF's token_embd rows) -> talker (llama.cpp, libllama)
+ *        -> code predictor (CB1..15) -> codec decoder -> 24 kHz float PCM, frame by frame.
+ *
+ * The same rules as the Python engine (kazetts/engine/tts.py): long text split at sentence
+ * boundaries (pieces of <= 300 characters, joined with a 10 ms crossfade), a frame budget per
+ * piece from its length, the reference's prompt layout and HF-exact sampling. With the same
+ * request and seed both engines give the same codes and samples (tests/test_native_engine.py).
+ *
+ * Shape (whisper.cpp / llama.cpp / sherpa-onnx): opaque handle, *_default_params(), structs whose
+ * first field is their size (set by the *_default_* functions; a size this library does not
+ * know is KZ_ERR_INVALID_ARGUMENT), a generate call with a chunk callback.
+ *
+ * Threads: one request at a time per handle (synthesize is not reentrant); kz_tts_cancel may be
+ * called from any thread while synthesize runs (Android's TextToSpeechService.onStop). Two
+ * handles are independent. The callback runs on the thread that called synthesize.
+ * kz_tts_load silences llama.cpp's logging (llama_log_set is process-wide) unless verbose.
+ */
+#ifndef KAZETTS_TTS_H
+#define KAZETTS_TTS_H
+
+#include "kazetts/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kz_tts kz_tts;
+
+typedef struct kz_tts_params {
+    uint32_t struct_size;   /* sizeof(kz_tts_params) */
+    int32_t n_threads;      /* >= 1; default 2 */
+    int32_t codec_weights;  /* a kz_codec_weights; default KZ_CODEC_WEIGHTS_F16 */
+    int32_t cp_weights;     /* a kz_cp_weight_type; default KZ_CP_WEIGHTS_AUTO */
+    int32_t n_ctx;          /* talker positions per piece (prompt + frames); default 2048 */
+    int32_t n_batch;        /* talker prefill chunk; default 64 */
+    int32_t verbose;        /* 1: keep llama.cpp's log on stderr; default 0 */
+} kz_tts_params;
+
+KZ_API kz_tts_params kz_tts_default_params(void);
+
+/* Loads a model: the talker GGUF (arch qwen3tts) and the mmproj GGUF (code predictor, codec).
+ * On failure returns a status, *out = NULL and the message in err (err may be NULL). */
+KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const kz_tts_params *params,
+                       kz_tts **out, char *err, size_t err_len);
+
+/* Frees the handle (NULL is allowed). Not while synthesize runs on it. */
+KZ_API void kz_tts_free(kz_tts *tts);
+
+/* What the model offers, as JSON (valid while the handle lives):
+ * {"model_type": "custom_voice"|"voice_design"|"base", "sample_rate": 24000,
+ *  "speakers": [...], "languages": ["auto", ...], "supports_instruct": bool,
+ *  "xvector_size": hidden width (the length a speaker x-vector must have)} */
+KZ_API const char *kz_tts_model_info(const kz_tts *tts);
+KZ_API int32_t kz_tts_sample_rate(const kz_tts *tts);
+
+/* The last error message of a call on this handle ("" if none); valid until the next call. */
+KZ_API const char *kz_tts_last_error(const kz_tts *tts);
+
+typedef enum kz_tts_stop {
+    KZ_TTS_STOP_EOS = 0,       /* every piece ended with end-of-speech */
+    KZ_TTS_STOP_BUDGET = 1,    /* a piece reached its frame budget (max_frames or the text-length guard) */
+    KZ_TTS_STOP_CANCELLED = 2  /* kz_tts_cancel, or the callback returned 0 */
+} kz_tts_stop;
+
+/* One request. Strings are UTF-8; NULL or "" means "not given". */
+typedef struct kz_tts_request {
+    uint32_t struct_size;       /* sizeof(kz_tts_request) */
+    const char *speaker;        /* a named speaker (CustomVoice), case-insensitive */
+    const char *language;       /* "auto" (NULL) or one of the model's languages */
+    const char *instruct;       /* VoiceDesign, 1.7B CustomVoice */
+    const float *xvector;       /* speaker x-vector (Base), xvector_size floats; excludes speaker */
+    int32_t xvector_len;
+    int32_t text_streaming;     /* 1 (default): the reference's streaming text mode */
+    int32_t greedy;             /* 1: argmax after the logits processors (penalty still applies) */
+    float temperature;          /* talker CB0 sampling: 0.9 */
+    int32_t top_k;              /* 50 (0 = off) */
+    float top_p;                /* 1.0 (off) */
+    float repetition_penalty;   /* 1.05 over the CB0 ids generated so far */
+    float cp_temperature;       /* code predictor CB1..15 sampling: 0.9 */
+    int32_t cp_top_k;           /* 50 */
+    float cp_top_p;             /* 1.0 */
+    int64_t seed;               /* >= 0: reproducible sampling; < 0 (default): a random seed */
+    int32_t max_frames;         /* frames per piece; 0 (default): a budget from the piece's length */
+    int32_t chunk_frames;       /* frames per codec push after a piece's first frame; default 4 */
+} kz_tts_request;
+
+KZ_API kz_tts_request kz_tts_default_request(void);
+
+/* What the callback receives: audio and the frames it was decoded from. Pointers are valid
+ * during the call only. Across pieces of a long text the last 10 ms of a piece are held back
+ * and crossfaded into the next piece, so n_samples is not always n_frames * 1920. */
+typedef struct kz_tts_chunk {
+    const float *samples;   /* mono float PCM in [-1, 1] at the model's sample rate */
+    int32_t n_samples;
+    const int32_t *codes;   /* [n_frames][16] codes of the frames decoded for this chunk */
+    int32_t n_frames;
+    int32_t piece;          /* index of the text piece */
+    int32_t frames_total;   /* frames decoded so far in the request */
+} kz_tts_chunk;
+
+/* Return non-zero to continue, 0 to stop (the request then ends as KZ_TTS_STOP_CANCELLED). */
+typedef int32_t (*kz_tts_chunk_cb)(const kz_tts_chunk *chunk, void *user_data);
+
+/* Per-request figures (milliseconds). talker_ms includes prefill_ms. */
+typedef struct kz_tts_result {
+    uint32_t struct_size;     /* sizeof(kz_tts_result), set by the caller */
+    int32_t stop_reason;      /* a kz_tts_stop */
+    int32_t n_frames;
+    int32_t n_pieces;
+    int32_t pieces_at_budget;
+    int64_t n_samples;
+    double prefill_ms, talker_ms, code_predictor_ms, codec_ms, first_audio_ms, total_ms;
+} kz_tts_result;
+
+/* Synthesizes text. Every check (text, speaker, language, instruct, x-vector, sampling values,
+ * context size) and every piece's prompt are done before any compute: a bad request returns
+ * KZ_ERR_INVALID_ARGUMENT and calls no callback. The first chunk comes after a piece's first
+ * frame, then every chunk_frames frames. callback may be NULL (codes and result only).
+ * A cancelled or stopped request returns KZ_OK with stop_reason KZ_TTS_STOP_CANCELLED.
+ * result may be NULL. */
+KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request,
+                             kz_tts_chunk_cb callback, void *user_data, kz_tts_result *result);
+
+/* Stops the running request within one frame; safe from any thread, a no-op when idle. A
+ * cancel that arrives before synthesize starts does not affect that request. */
+KZ_API void kz_tts_cancel(kz_tts *tts);
+
+/* The codes of the last request, frame-major [n_frames][16]: writes min(capacity, 16 * n_frames)
+ * values and returns n_frames. */
+KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacity);
+
+/* The long-text rule on its own (what synthesize splits a text into): writes the byte offset
+ * of each piece's end to ends (at most capacity) and returns the number of pieces, or -1 when
+ * text is not valid UTF-8 or max_chars < 1. Pieces are whole sentences packed to at most
+ * max_chars code points; joined, they give back the text. */
+KZ_API int32_t kz_text_split(const char *text, int32_t max_chars, int32_t *ends, int32_t capacity);
+
+/* The talker's CB0 rule on its own (what synthesize applies to every step): on the raw codec
+ * logits [vocab], the repetition penalty over the distinct ids in history, end-of-speech banned
+ * while fewer than 2 ids were generated, the last 1024 ids but eos suppressed, then greedy
+ * argmax or temperature / top-k / top-p and one draw from rng_state (request's sampling fields).
+ * Returns the id, or -1 for a bad argument. */
+KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos, const int32_t *history,
+                                int32_t n_history, const kz_tts_request *sampling, uint64_t *rng_state);
+
+/* The random stream both engines sample from: splitmix64, one uniform double in [0, 1) per call
+ * from a caller-owned state (the request's seed). A sampled frame draws 1 uniform for CB0, then
+ * 15 for CB1..15. */
+KZ_API double kz_rng_uniform(uint64_t *state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,223 @@
+package org.kazetts;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A loaded Qwen3-TTS model (talker + mmproj GGUF files) over libkazetts' C ABI (kazetts/tts.h).
+ *
+ * <p>One request at a time: {@code generate} calls are serialized on the instance. {@link #cancel()}
+ * may be called from any thread (Android's {@code TextToSpeechService.onStop}); the running
+ * request then ends within one frame. {@link #close()} cancels, waits for the running request
+ * and frees the model; closing twice is allowed. Text and strings cross JNI as UTF-8 bytes.
+ *
+ * <p>The native library is {@code kazetts_jni} ({@code System.loadLibrary}); it needs
+ * libkazetts, libllama and libggml* beside it (see docs/android.md).
+ */
+public final class KazeTts implements AutoCloseable {
+    static {
+        System.loadLibrary("kazetts_jni");
+    }
+
+    /** Codec decoder weights: F16 is the fast default, F32 the reference path. */
+    public enum CodecWeights { F32, F16 }
+
+    /** Load-time settings. */
+    public static final class Config {
+        public int threads = 2;
+        public CodecWeights codecWeights = CodecWeights.F16;
+        /** Talker positions per text piece (prompt + frames). */
+        public int contextSize = 2048;
+    }
+
+    /** One request; the defaults are the reference's. */
+    public static final class Options {
+        public String speaker;            // CustomVoice: a named speaker
+        public String language = "auto";  // or one of languages()
+        public String instruct;           // VoiceDesign, 1.7B CustomVoice
+        public float[] xvector;           // Base: a speaker x-vector
+        public boolean textStreaming = true;
+        public boolean greedy = false;
+        public float temperature = 0.9f;
+        public int topK = 50;
+        public float topP = 1.0f;
+        public float repetitionPenalty = 1.05f;
+        public float subtalkerTemperature = 0.9f;
+        public int subtalkerTopK = 50;
+        public float subtalkerTopP = 1.0f;
+        /** >= 0: reproducible sampling; < 0: a random seed. */
+        public long seed = -1;
+        /** Frames per text piece; 0: a budget from the piece's length. */
+        public int maxFrames = 0;
+        /** Frames per audio chunk after a piece's first frame (which comes alone). */
+        public int chunkFrames = 4;
+    }
+
+    /** Receives audio as frames are decoded, on the generating thread; return false to stop. */
+    public interface ChunkCallback {
+        boolean onChunk(float[] samples, int[] codes, int framesSoFar);
+    }
+
+    /** What a request did; times in milliseconds. */
+    public static final class Stats {
+        public final String stopReason;  // "eos", "budget" or "cancelled"
+        public final int frames, pieces, piecesAtBudget;
+        public final long samples;
+        public final double prefillMs, talkerMs, codePredictorMs, codecMs, firstAudioMs, totalMs;
+
+        Stats(double[] s) {
+            stopReason = new String[] {"eos", "budget", "cancelled"}[(int) s[0]];
+            frames = (int) s[1];
+            pieces = (int) s[2];
+            piecesAtBudget = (int) s[3];
+            samples = (long) s[4];
+            prefillMs = s[5];
+            talkerMs = s[6];
+            codePredictorMs = s[7];
+            codecMs = s[8];
+            firstAudioMs = s[9];
+            totalMs = s[10];
+        }
+    }
+
+    private final Object handleLock = new Object();  // guards handle against cancel/close races
+    private volatile long handle;
+    private final String info;
+    private Stats lastStats;
+
+    public KazeTts(String talkerPath, String mmprojPath) {
+        this(talkerPath, mmprojPath, new Config());
+    }
+
+    public KazeTts(String talkerPath, String mmprojPath, Config config) {
+        if (talkerPath == null || mmprojPath == null || config == null) {
+            throw new IllegalArgumentException("talkerPath, mmprojPath and config are required");
+        }
+        handle = nativeLoad(utf8(talkerPath), utf8(mmprojPath), config.threads,
+                config.codecWeights == CodecWeights.F32 ? 0 : 1, config.contextSize);
+        info = new String(nativeModelInfo(handle), StandardCharsets.UTF_8);
+    }
+
+    public int sampleRate() {
+        return nativeSampleRate(open());
+    }
+
+    /** The model's named speakers (CustomVoice), sorted. */
+    public String[] speakers() {
+        return jsonStrings("speakers");
+    }
+
+    /** "auto" and the model's languages. */
+    public String[] languages() {
+        return jsonStrings("languages");
+    }
+
+    /** Everything the model offers, as JSON (see kz_tts_model_info). */
+    public String modelInfo() {
+        return info;
+    }
+
+    /** Synthesizes the whole text; returns float PCM in [-1, 1] at sampleRate(). */
+    public float[] generate(String text, Options options) {
+        return run(text, options, null, true);
+    }
+
+    /** Streams the text to the callback (first chunk after the first frame). */
+    public Stats generate(String text, Options options, ChunkCallback callback) {
+        if (callback == null) throw new IllegalArgumentException("callback is required");
+        run(text, options, callback, false);
+        return lastStats();
+    }
+
+    /** The codes of the last request, frame-major (16 a frame). */
+    public synchronized int[] lastCodes() {
+        return nativeLastCodes(open());
+    }
+
+    public synchronized Stats lastStats() {
+        return lastStats;
+    }
+
+    /** Stops the running request within one frame; any thread; a no-op when idle or closed. */
+    public void cancel() {
+        synchronized (handleLock) {
+            if (handle != 0) nativeCancel(handle);
+        }
+    }
+
+    @Override
+    public void close() {
+        cancel();
+        synchronized (this) {  // waits for a running generate
+            synchronized (handleLock) {
+                if (handle != 0) {
+                    nativeFree(handle);
+                    handle = 0;
+                }
+            }
+        }
+    }
+
+    private synchronized float[] run(String text, Options o, ChunkCallback callback, boolean collect) {
+        if (text == null) throw new IllegalArgumentException("text is required");
+        if (o == null) throw new IllegalArgumentException("options are required");
+        int[] ints = {o.textStreaming ? 1 : 0, o.greedy ? 1 : 0, o.topK, o.subtalkerTopK, o.maxFrames, o.chunkFrames};
+        float[] floats = {o.temperature, o.topP, o.repetitionPenalty, o.subtalkerTemperature, o.subtalkerTopP};
+        double[] stats = new double[11];
+        float[] audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
+                o.xvector, ints, floats, o.seed, callback, collect, stats);
+        lastStats = new Stats(stats);
+        return audio;
+    }
+
+    private long open() {
+        long h = handle;
+        if (h == 0) throw new IllegalStateException("this KazeTts is closed");
+        return h;
+    }
+
+    private static byte[] utf8(String s) {
+        return s == null ? null : s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    // The string array under "key" in the model info JSON (written by kz_tts_model_info).
+    private String[] jsonStrings(String key) {
+        int at = info.indexOf("\"" + key + "\": [");
+        if (at < 0) throw new IllegalStateException("model info has no " + key);
+        List<String> out = new ArrayList<>();
+        int i = info.indexOf('[', at) + 1;
+        StringBuilder cur = null;
+        for (; i < info.length(); i++) {
+            char c = info.charAt(i);
+            if (cur == null) {
+                if (c == ']') break;
+                if (c == '"') cur = new StringBuilder();
+            } else if (c == '\\') {
+                char e = info.charAt(++i);
+                if (e == 'u') {
+                    cur.append((char) Integer.parseInt(info.substring(i + 1, i + 5), 16));
+                    i += 4;
+                } else {
+                    cur.append(e);
+                }
+            } else if (c == '"') {
+                out.add(cur.toString());
+                cur = null;
+            } else {
+                cur.append(c);
+            }
+        }
+        return out.toArray(new String[0]);
+    }
+
+    private static native long nativeLoad(byte[] talker, byte[] mmproj, int threads, int codecWeights, int nCtx);
+    private static native void nativeFree(long handle);
+    private static native void nativeCancel(long handle);
+    private static native byte[] nativeModelInfo(long handle);
+    private static native int nativeSampleRate(long handle);
+    private static native int[] nativeLastCodes(long handle);
+    private static native float[] nativeSynthesize(long handle, byte[] text, byte[] speaker, byte[] language,
+            byte[] instruct, float[] xvector, int[] ints, float[] floats, long seed, ChunkCallback callback,
+            boolean collect, double[] stats);
+}

@@ -1,0 +1,192 @@
+package org.kazetts;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * KazeTts on a desktop JVM (run by tests/test_java.py, which writes the expected results of
+ * the Python engine). Usage: KazeTtsTest TALKER MMPROJ CASES_DIR. CASES_DIR/cases.tsv has one
+ * line per request: name, text (base64 UTF-8), speaker, language, greedy, seed, max_frames,
+ * text_streaming;
+ * NAME.codes (int32 LE) and NAME.pcm (float32 LE) are the Python engine's output for it.
+ * Prints PASS/FAIL per check; exits 1 on any failure.
+ */
+public final class KazeTtsTest {
+    private static int failures = 0;
+
+    private static void check(String name, boolean ok, String detail) {
+        System.out.println((ok ? "PASS " : "FAIL ") + name + (detail.isEmpty() ? "" : ": " + detail));
+        if (!ok) failures++;
+    }
+
+    private interface Body {
+        void run() throws Exception;
+    }
+
+    private static void expectThrows(String name, Class<? extends Throwable> type, Body body) {
+        try {
+            body.run();
+            check(name, false, "no exception");
+        } catch (Throwable t) {
+            check(name, type.isInstance(t), t.getClass().getSimpleName() + ": " + t.getMessage());
+        }
+    }
+
+    private static String field(String s) {
+        return s.equals("-") ? null : s;
+    }
+
+    private static KazeTts.Options options(String[] f) {
+        KazeTts.Options o = new KazeTts.Options();
+        o.speaker = field(f[2]);
+        o.language = f[3];
+        o.greedy = f[4].equals("1");
+        o.seed = Long.parseLong(f[5]);
+        o.maxFrames = Integer.parseInt(f[6]);
+        o.textStreaming = f[7].equals("1");
+        return o;
+    }
+
+    private static int[] readInts(Path p) throws IOException {
+        ByteBuffer b = ByteBuffer.wrap(Files.readAllBytes(p)).order(ByteOrder.LITTLE_ENDIAN);
+        int[] out = new int[b.remaining() / 4];
+        b.asIntBuffer().get(out);
+        return out;
+    }
+
+    private static float[] readFloats(Path p) throws IOException {
+        ByteBuffer b = ByteBuffer.wrap(Files.readAllBytes(p)).order(ByteOrder.LITTLE_ENDIAN);
+        float[] out = new float[b.remaining() / 4];
+        b.asFloatBuffer().get(out);
+        return out;
+    }
+
+    private static float[] concat(List<float[]> parts) {
+        int n = 0;
+        for (float[] p : parts) n += p.length;
+        float[] out = new float[n];
+        int at = 0;
+        for (float[] p : parts) {
+            System.arraycopy(p, 0, out, at, p.length);
+            at += p.length;
+        }
+        return out;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String talker = args[0], mmproj = args[1];
+        Path dir = Paths.get(args[2]);
+        KazeTts.Config config = new KazeTts.Config();
+        config.codecWeights = KazeTts.CodecWeights.F32;
+        KazeTts tts = new KazeTts(talker, mmproj, config);
+
+        check("sample rate", tts.sampleRate() == 24000, "" + tts.sampleRate());
+        check("speakers", Arrays.asList(tts.speakers()).contains("vivian"), Arrays.toString(tts.speakers()));
+        check("languages", tts.languages()[0].equals("auto") && Arrays.asList(tts.languages()).contains("french"),
+                Arrays.toString(tts.languages()));
+
+        // every request the Python engine answered: the same codes and the same samples
+        String[] first = null;
+        for (String line : Files.readAllLines(dir.resolve("cases.tsv"), StandardCharsets.UTF_8)) {
+            String[] f = line.split("\t");
+            if (first == null) first = f;
+            String text = new String(Base64.getDecoder().decode(f[1]), StandardCharsets.UTF_8);
+            float[] audio = tts.generate(text, options(f));
+            int[] codes = tts.lastCodes();
+            int[] wantCodes = readInts(dir.resolve(f[0] + ".codes"));
+            float[] wantAudio = readFloats(dir.resolve(f[0] + ".pcm"));
+            check(f[0] + " codes", Arrays.equals(codes, wantCodes), (codes.length / 16) + " frames, Python engine "
+                    + (wantCodes.length / 16));
+            check(f[0] + " samples", Arrays.equals(audio, wantAudio), audio.length + " samples, Python engine "
+                    + wantAudio.length);
+        }
+
+        final String[] base = first;
+        // streaming: the first frame alone, then chunkFrames a chunk; the chunks make generate()'s audio
+        String text = new String(Base64.getDecoder().decode(base[1]), StandardCharsets.UTF_8);
+        KazeTts.Options o = options(base);
+        o.maxFrames = 11;
+        float[] whole = tts.generate(text, o);
+        List<float[]> chunks = new ArrayList<>();
+        List<Integer> frames = new ArrayList<>();
+        KazeTts.Stats stats = tts.generate(text, o, (samples, codes, soFar) -> {
+            chunks.add(samples);
+            frames.add(soFar);
+            return codes.length > 0;
+        });
+        check("stream chunk frames", frames.equals(Arrays.asList(1, 5, 9, 11)), frames.toString());
+        check("stream equals generate", Arrays.equals(concat(chunks), whole), "");
+        check("stream stats", stats.frames == 11 && stats.firstAudioMs >= 0 && stats.firstAudioMs <= stats.totalMs,
+                stats.stopReason + ", " + stats.frames + " frames");
+
+        // cancel from another thread mid-utterance, then the same handle synthesizes again
+        o.maxFrames = 40;
+        o.chunkFrames = 1;
+        AtomicInteger calls = new AtomicInteger();
+        KazeTts.Stats cancelled = tts.generate(text, o, (samples, codes, soFar) -> {
+            if (calls.incrementAndGet() == 2) {
+                Thread t = new Thread(tts::cancel);
+                t.start();
+                try {
+                    t.join();
+                } catch (InterruptedException e) {
+                    throw new RuntimeException(e);
+                }
+            }
+            return true;
+        });
+        check("cancel from another thread", cancelled.stopReason.equals("cancelled") && cancelled.frames == 2,
+                cancelled.stopReason + " after " + cancelled.frames + " frames (cancelled during frame 2)");
+        o.maxFrames = 11;
+        o.chunkFrames = 4;
+        check("synthesize again after cancel", Arrays.equals(tts.generate(text, o), whole), "");
+        KazeTts.Stats stopped = tts.generate(text, o, (samples, codes, soFar) -> false);
+        check("callback returning false stops", stopped.stopReason.equals("cancelled") && stopped.frames == 1,
+                stopped.stopReason + " after " + stopped.frames + " frames");
+        expectThrows("callback exception propagates", IllegalStateException.class, () -> tts.generate(text, o,
+                (samples, codes, soFar) -> {
+                    throw new IllegalStateException("from the callback");
+                }));
+        check("usable after a callback exception", Arrays.equals(tts.generate(text, o), whole), "");
+
+        // bad arguments are exceptions, before any audio
+        KazeTts.Options bad = options(base);
+        bad.speaker = "nobody";
+        expectThrows("unknown speaker", IllegalArgumentException.class, () -> tts.generate(text, bad));
+        KazeTts.Options badLang = options(base);
+        badLang.language = "klingon";
+        expectThrows("unknown language", IllegalArgumentException.class, () -> tts.generate(text, badLang));
+        KazeTts.Options badChunk = options(base);
+        badChunk.chunkFrames = 0;
+        expectThrows("chunkFrames 0", IllegalArgumentException.class, () -> tts.generate(text, badChunk));
+        KazeTts.Options badTemp = options(base);
+        badTemp.greedy = false;
+        badTemp.temperature = 0f;
+        expectThrows("temperature 0", IllegalArgumentException.class, () -> tts.generate(text, badTemp));
+        expectThrows("empty text", IllegalArgumentException.class, () -> tts.generate("  ", options(base)));
+        expectThrows("null text", IllegalArgumentException.class, () -> tts.generate(null, options(base)));
+        expectThrows("null options", IllegalArgumentException.class, () -> tts.generate(text, null));
+        expectThrows("missing model file", KazeTtsException.class, () ->
+                new KazeTts(talker + ".missing", mmproj));
+
+        tts.close();
+        tts.close();
+        check("close twice", true, "");
+        tts.cancel();
+        check("cancel after close is a no-op", true, "");
+        expectThrows("use after close", IllegalStateException.class, () -> tts.generate(text, options(base)));
+
+        System.out.println(failures == 0 ? "ALL PASSED" : failures + " FAILED");
+        System.exit(failures == 0 ? 0 : 1);
+    }
+}

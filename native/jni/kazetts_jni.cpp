@@ -1,0 +1,229 @@
+// JNI bridge of org.kazetts.KazeTts over kazetts/tts.h: a jlong handle, text and strings as
+// UTF-8 byte[] (a desktop JVM's GetStringUTFChars gives modified UTF-8, which breaks emoji),
+// callbacks on the synthesizing thread, every failure a Java exception. Only Java_* and
+// JNI_OnLoad are exported (kazetts_jni.map).
+#include <jni.h>
+
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kazetts/tts.h"
+
+namespace {
+
+jclass g_illegal_argument, g_illegal_state, g_kazetts_exception;
+jmethodID g_on_chunk, g_exception_init;
+
+jclass global_class(JNIEnv *env, const char *name) {
+    jclass local = env->FindClass(name);
+    if (!local) return nullptr;
+    auto global = static_cast<jclass>(env->NewGlobalRef(local));
+    env->DeleteLocalRef(local);
+    return global;
+}
+
+// A kz_status as a Java exception: bad requests are IllegalArgumentException, calls out of
+// order IllegalStateException, the rest KazeTtsException (with the status).
+void throw_status(JNIEnv *env, int status, const std::string &message) {
+    const std::string text = std::string(kz_status_name(status)) + ": " + message;
+    if (status == KZ_ERR_INVALID_ARGUMENT) {
+        env->ThrowNew(g_illegal_argument, text.c_str());
+    } else if (status == KZ_ERR_STATE) {
+        env->ThrowNew(g_illegal_state, text.c_str());
+    } else {
+        jstring jmsg = env->NewStringUTF(text.c_str());
+        auto e = static_cast<jthrowable>(env->NewObject(g_kazetts_exception, g_exception_init, jmsg, jint(status)));
+        if (e) env->Throw(e);
+    }
+}
+
+// The bytes of a Java byte[] as a string; a null array is "not given".
+bool bytes(JNIEnv *env, jbyteArray array, std::string &out) {
+    out.clear();
+    if (!array) return false;
+    const jsize n = env->GetArrayLength(array);
+    out.resize(size_t(n));
+    if (n) env->GetByteArrayRegion(array, 0, n, reinterpret_cast<jbyte *>(&out[0]));
+    return true;
+}
+
+kz_tts *handle(JNIEnv *env, jlong h) {
+    if (h == 0) env->ThrowNew(g_illegal_state, "this KazeTts is closed");
+    return reinterpret_cast<kz_tts *>(h);
+}
+
+// Runs a JNI body and turns any C++ exception into a Java one.
+template <class Body>
+auto guarded(JNIEnv *env, Body &&body) -> decltype(body()) {
+    try {
+        return body();
+    } catch (const std::bad_alloc &) {
+        env->ThrowNew(env->FindClass("java/lang/OutOfMemoryError"), "kazetts: out of native memory");
+    } catch (const std::exception &e) {
+        env->ThrowNew(g_kazetts_exception, e.what());
+    }
+    return decltype(body())();
+}
+
+struct CallbackState {
+    JNIEnv *env;
+    jobject callback;          // org.kazetts.KazeTts$ChunkCallback or null
+    bool collect;
+    std::vector<float> audio;  // everything, when collect
+};
+
+int32_t on_chunk(const kz_tts_chunk *chunk, void *user) {
+    auto *s = static_cast<CallbackState *>(user);
+    if (s->collect) s->audio.insert(s->audio.end(), chunk->samples, chunk->samples + chunk->n_samples);
+    if (!s->callback) return 1;
+    JNIEnv *env = s->env;
+    jfloatArray samples = env->NewFloatArray(chunk->n_samples);
+    jintArray codes = samples ? env->NewIntArray(chunk->n_frames * 16) : nullptr;
+    if (!codes) return 0;  // OutOfMemoryError pending
+    env->SetFloatArrayRegion(samples, 0, chunk->n_samples, chunk->samples);
+    env->SetIntArrayRegion(codes, 0, chunk->n_frames * 16, reinterpret_cast<const jint *>(chunk->codes));
+    jboolean go_on = env->CallBooleanMethod(s->callback, g_on_chunk, samples, codes, jint(chunk->frames_total));
+    env->DeleteLocalRef(samples);
+    env->DeleteLocalRef(codes);
+    return env->ExceptionCheck() ? 0 : go_on ? 1 : 0;  // an exception in the callback stops the request
+}
+
+}  // namespace
+
+extern "C" {
+
+JNIEXPORT jint JNI_OnLoad(JavaVM *vm, void *) {
+    JNIEnv *env = nullptr;
+    if (vm->GetEnv(reinterpret_cast<void **>(&env), JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
+    g_illegal_argument = global_class(env, "java/lang/IllegalArgumentException");
+    g_illegal_state = global_class(env, "java/lang/IllegalStateException");
+    g_kazetts_exception = global_class(env, "org/kazetts/KazeTtsException");
+    jclass callback = env->FindClass("org/kazetts/KazeTts$ChunkCallback");
+    if (!g_illegal_argument || !g_illegal_state || !g_kazetts_exception || !callback) return JNI_ERR;
+    g_on_chunk = env->GetMethodID(callback, "onChunk", "([F[II)Z");
+    g_exception_init = env->GetMethodID(g_kazetts_exception, "<init>", "(Ljava/lang/String;I)V");
+    env->DeleteLocalRef(callback);
+    return g_on_chunk && g_exception_init ? JNI_VERSION_1_6 : JNI_ERR;
+}
+
+JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeLoad(JNIEnv *env, jclass, jbyteArray talker, jbyteArray mmproj,
+                                                            jint threads, jint codec_weights, jint n_ctx) {
+    return guarded(env, [&]() -> jlong {
+        std::string talker_path, mmproj_path;
+        if (!bytes(env, talker, talker_path) || !bytes(env, mmproj, mmproj_path)) {
+            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "the talker and mmproj paths are required");
+            return 0;
+        }
+        kz_tts_params p = kz_tts_default_params();
+        p.n_threads = threads;
+        p.codec_weights = codec_weights;
+        p.n_ctx = n_ctx;
+        kz_tts *tts = nullptr;
+        char err[1024] = "";
+        int status = kz_tts_load(talker_path.c_str(), mmproj_path.c_str(), &p, &tts, err, sizeof err);
+        if (status != KZ_OK) throw_status(env, status, err);
+        return reinterpret_cast<jlong>(tts);
+    });
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeFree(JNIEnv *, jclass, jlong h) {
+    kz_tts_free(reinterpret_cast<kz_tts *>(h));
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeCancel(JNIEnv *, jclass, jlong h) {
+    kz_tts_cancel(reinterpret_cast<kz_tts *>(h));
+}
+
+JNIEXPORT jbyteArray JNICALL Java_org_kazetts_KazeTts_nativeModelInfo(JNIEnv *env, jclass, jlong h) {
+    kz_tts *tts = handle(env, h);
+    if (!tts) return nullptr;
+    const std::string info = kz_tts_model_info(tts);
+    jbyteArray out = env->NewByteArray(jsize(info.size()));
+    if (out) env->SetByteArrayRegion(out, 0, jsize(info.size()), reinterpret_cast<const jbyte *>(info.data()));
+    return out;
+}
+
+JNIEXPORT jint JNICALL Java_org_kazetts_KazeTts_nativeSampleRate(JNIEnv *env, jclass, jlong h) {
+    kz_tts *tts = handle(env, h);
+    return tts ? kz_tts_sample_rate(tts) : 0;
+}
+
+JNIEXPORT jintArray JNICALL Java_org_kazetts_KazeTts_nativeLastCodes(JNIEnv *env, jclass, jlong h) {
+    return guarded(env, [&]() -> jintArray {
+        kz_tts *tts = handle(env, h);
+        if (!tts) return nullptr;
+        std::vector<int32_t> codes(size_t(kz_tts_last_codes(tts, nullptr, 0)) * 16);
+        kz_tts_last_codes(tts, codes.data(), codes.size());
+        jintArray out = env->NewIntArray(jsize(codes.size()));
+        if (out) env->SetIntArrayRegion(out, 0, jsize(codes.size()), reinterpret_cast<const jint *>(codes.data()));
+        return out;
+    });
+}
+
+// ints: text_streaming, greedy, top_k, cp_top_k, max_frames, chunk_frames;
+// floats: temperature, top_p, repetition_penalty, cp_temperature, cp_top_p;
+// stats (out, 11): stop reason, frames, pieces, pieces at budget, samples, prefill, talker,
+// code predictor, codec, first audio, total (ms). Returns the whole audio when collect, else null.
+JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
+    JNIEnv *env, jclass, jlong h, jbyteArray text, jbyteArray speaker, jbyteArray language, jbyteArray instruct,
+    jfloatArray xvector, jintArray ints, jfloatArray floats, jlong seed, jobject callback, jboolean collect,
+    jdoubleArray stats) {
+    return guarded(env, [&]() -> jfloatArray {
+        kz_tts *tts = handle(env, h);
+        if (!tts) return nullptr;
+        std::string text_s, speaker_s, language_s, instruct_s;
+        if (!bytes(env, text, text_s)) {
+            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text is required");
+            return nullptr;
+        }
+        if (!ints || !floats || !stats || env->GetArrayLength(ints) != 6 || env->GetArrayLength(floats) != 5 ||
+            env->GetArrayLength(stats) != 11) {
+            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "internal: option arrays of the wrong length");
+            return nullptr;
+        }
+        if (text_s.find('\0') != std::string::npos) {
+            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text contains a NUL character");
+            return nullptr;
+        }
+        jint iv[6];
+        jfloat fv[5];
+        env->GetIntArrayRegion(ints, 0, 6, iv);
+        env->GetFloatArrayRegion(floats, 0, 5, fv);
+        std::vector<float> xv;
+        if (xvector) {
+            xv.resize(size_t(env->GetArrayLength(xvector)));
+            env->GetFloatArrayRegion(xvector, 0, jsize(xv.size()), xv.data());
+        }
+        kz_tts_request r = kz_tts_default_request();
+        r.speaker = bytes(env, speaker, speaker_s) ? speaker_s.c_str() : nullptr;
+        r.language = bytes(env, language, language_s) ? language_s.c_str() : nullptr;
+        r.instruct = bytes(env, instruct, instruct_s) ? instruct_s.c_str() : nullptr;
+        r.xvector = xvector ? xv.data() : nullptr;
+        r.xvector_len = int32_t(xv.size());
+        if (xvector && xv.empty()) r.xvector_len = -1;  // reported as a bad request
+        r.text_streaming = iv[0], r.greedy = iv[1], r.top_k = iv[2], r.cp_top_k = iv[3], r.max_frames = iv[4], r.chunk_frames = iv[5];
+        r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4];
+        r.seed = seed;
+        CallbackState state{env, callback, collect == JNI_TRUE, {}};
+        kz_tts_result res{};
+        res.struct_size = sizeof(kz_tts_result);
+        int status = kz_tts_synthesize(tts, text_s.c_str(), &r, on_chunk, &state, &res);
+        if (env->ExceptionCheck()) return nullptr;  // thrown by the callback
+        if (status != KZ_OK) {
+            throw_status(env, status, kz_tts_last_error(tts));
+            return nullptr;
+        }
+        const jdouble sv[11] = {double(res.stop_reason), double(res.n_frames), double(res.n_pieces), double(res.pieces_at_budget),
+                                double(res.n_samples), res.prefill_ms, res.talker_ms, res.code_predictor_ms, res.codec_ms,
+                                res.first_audio_ms, res.total_ms};
+        env->SetDoubleArrayRegion(stats, 0, 11, sv);
+        if (!state.collect) return nullptr;
+        jfloatArray out = env->NewFloatArray(jsize(state.audio.size()));
+        if (out) env->SetFloatArrayRegion(out, 0, jsize(state.audio.size()), state.audio.data());
+        return out;
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,74 @@
+"""org.kazetts.KazeTts on a desktop JVM: the JNI bridge against the Python engine.
+
+The Python engine answers a few requests (greedy golden cases, a sampled one, emoji text); the
+Java test (native/java/test/org/kazetts/KazeTtsTest.java) makes the same requests through
+KazeTts and compares codes and samples exactly, then streams, cancels from another thread,
+synthesizes again, checks that bad arguments are exceptions and closes twice. Needs the JNI
+library and jars that `make native` builds when CMake finds a JDK.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import DUMPS, REPO, golden_request
+from kazetts.engine.tts import TTS
+from kazetts.validation import goldens
+
+BUILD = REPO / "build" / "editable"  # the build directory of `make setup` (Makefile: .venv/.native)
+GOLDEN_CASES = ["cv_english_stream", "cv_english_nonstream", "cv_dialect_speaker", "fr_accents_digits"]
+
+
+def _java_build():
+    java = shutil.which("java")
+    parts = [BUILD / "kazetts.jar", BUILD / "kazetts-tests.jar", BUILD / "libkazetts_jni.so"]
+    if java is None:
+        pytest.skip("no JVM (java not on PATH): install a JDK (make jdk) and run make native")
+    missing = [str(p) for p in parts if not p.exists()]
+    assert not missing, f"a JVM is installed but the JNI build is missing {missing}: did CMake find the JDK?"
+    return java
+
+
+def _requests():
+    """(name, text, options) of every request the Java test repeats."""
+    out = []
+    for name in GOLDEN_CASES:
+        manifest, arrays = goldens.load_case(DUMPS / name)
+        out.append((name, manifest["case"]["text"], golden_request(manifest, arrays)))
+    out.append(("sampled_seed3", "Bonjour ! Le 14 juillet 1789, à Paris.",
+                dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10)))
+    out.append(("emoji", "Emoji 🙂🎉 ok, 你好！", dict(speaker="ryan", language="auto", greedy=True, max_frames=4)))
+    return out
+
+
+def test_kazetts_java_class_matches_the_python_engine(tiny_gguf, tmp_path):
+    java = _java_build()
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    tts = TTS(talker, mmproj, threads=2, codec_weights="f32")
+    lines = []
+    for name, text, options in _requests():
+        result = tts.synthesize(text, **options)
+        if name in GOLDEN_CASES:
+            assert np.array_equal(result.codes, goldens.load_case(DUMPS / name)[1]["codes"]), name
+        result.codes.astype("<i4").tofile(tmp_path / f"{name}.codes")
+        result.audio.astype("<f4").tofile(tmp_path / f"{name}.pcm")
+        lines.append("\t".join([name, base64.b64encode(text.encode()).decode(), options["speaker"] or "-",
+                                options["language"], str(int(options["greedy"])), str(options.get("seed", -1)),
+                                str(options["max_frames"]), str(int(options.get("text_streaming", True)))]))
+    tts.talker.close()
+    (tmp_path / "cases.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    classpath = f"{BUILD / 'kazetts.jar'}:{BUILD / 'kazetts-tests.jar'}"
+    run = subprocess.run([java, f"-Djava.library.path={BUILD}", "-cp", classpath, "org.kazetts.KazeTtsTest",
+                          str(talker), str(mmproj), str(tmp_path)], capture_output=True, text=True, timeout=1200)
+    print(run.stdout, run.stderr)
+    assert run.returncode == 0 and "ALL PASSED" in run.stdout
+    for name, _, _ in _requests():
+        assert f"PASS {name} codes" in run.stdout and f"PASS {name} samples" in run.stdout
+    for check in ("cancel from another thread", "synthesize again after cancel", "stream equals generate",
+                  "unknown speaker", "close twice", "use after close", "callback exception propagates"):
+        assert f"PASS {check}" in run.stdout

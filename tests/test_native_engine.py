@@ -1,0 +1,239 @@
+"""The native engine (kazetts/tts.h) against the reference goldens and against the Python engine.
+
+One definition of each rule: the native copies of the prompt layout, the CB0 sampling
+processors and the long-text split are pinned here to the Python ones (kazetts.stages.prompt,
+kazetts.stages.sampling, kazetts.engine.text_split): greedy codes identical to the reference on
+every golden case, and for one seed the two engines give identical codes and samples.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import DUMPS, golden_request
+from kazetts.engine import native_tts
+from kazetts.engine.native_tts import NativeTTS
+from kazetts.engine.text_split import split_text
+from kazetts.engine.tts import TTS
+from kazetts.stages import native
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.validation import goldens
+
+CASES = [case.name for case in goldens.CASES]
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_gguf):
+    """engines(kind, preset, model_type, seed): a NativeTTS ("native") or TTS ("python"), F32 codec."""
+    cache = {}
+
+    def get(kind="native", preset="tiny", model_type="custom_voice", seed=0):
+        key = (kind, preset, model_type, seed)
+        if key not in cache:
+            talker, mmproj = tiny_gguf(preset, model_type, "f32", seed)
+            make = NativeTTS if kind == "native" else TTS
+            cache[key] = make(talker, mmproj, threads=2, codec_weights="f32")
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_greedy_native_engine_matches_reference(name, engines):
+    manifest, arrays = goldens.load_case(DUMPS / name)
+    ck = manifest["checkpoint"]
+    result = engines("native", ck["preset"], ck["model_type"], ck["seed"]).synthesize(
+        manifest["case"]["text"], **golden_request(manifest, arrays))
+    assert result.codes.shape == arrays["codes"].shape
+    same = int((result.codes == arrays["codes"]).all(axis=1).sum())
+    diff = float(np.abs(result.audio - arrays["waveform"]).max())
+    print(f"{name}: {same}/{manifest['frames']} frames identical, stop {result.stop_reason}, waveform max diff {diff:.2e}")
+    assert np.array_equal(result.codes, arrays["codes"])
+    assert result.stop_reason == ("eos" if manifest["stopped_by"] == "eos" else "budget")
+    assert diff <= 1e-4
+
+
+def _both(engines, text, **options):
+    """The same request through both engines: (Python result, native result)."""
+    python = engines("python").synthesize(text, **options)
+    return python, engines("native").synthesize(text, **options)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_sampled_engines_agree_for_one_seed(engines, seed):
+    python, nat = _both(engines, "Bonjour ! Le 14 juillet 1789, à Paris.", speaker="vivian", language="french",
+                        seed=seed, max_frames=10)
+    assert python.codes.shape[0] == nat.codes.shape[0] >= 1
+    assert np.array_equal(python.codes, nat.codes)
+    assert np.array_equal(python.audio, nat.audio)
+
+
+def test_sampled_long_text_agrees_across_pieces_and_crossfades(engines):
+    """Three pieces: the split, the sampler reset per piece, one random stream across pieces and
+    the crossfade are the same rules in both engines."""
+    text = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. " * 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        python, nat = _both(engines, text, speaker="vivian", language="french", seed=5, max_frames=4)
+    assert nat.pieces == len(python.stopped_by) == 3
+    assert np.array_equal(python.codes, nat.codes)
+    assert np.array_equal(python.audio, nat.audio)
+    assert len(nat.audio) == nat.codes.shape[0] * 1920 - 2 * 240
+
+
+def test_emoji_and_non_latin_text_agree(engines):
+    python, nat = _both(engines, "Emoji 🙂🎉 ok, 你好！", speaker="ryan", greedy=True, max_frames=4)
+    assert np.array_equal(python.codes, nat.codes) and np.array_equal(python.audio, nat.audio)
+
+
+def test_stream_first_frame_alone_then_chunks(engines):
+    case = goldens.CASES_BY_NAME["long_window"]
+    result = engines().synthesize(case.text, speaker=case.speaker, language=case.language, greedy=True,
+                                  max_frames=11, chunk_frames=4)
+    assert [frames for frames, _ in result.chunks] == [1, 5, 9, 11]
+    assert [n for _, n in result.chunks] == [1920, 4 * 1920, 4 * 1920, 2 * 1920]
+    assert result.stop_reason == "budget" and result.timings["first_audio_ms"] <= result.timings["total_ms"]
+
+
+def test_cancel_from_another_thread_then_synthesize_again(engines):
+    tts = engines()
+    options = dict(speaker="vivian", language="english", greedy=True, max_frames=30, chunk_frames=1)
+
+    def on_chunk(audio, codes, frames_total):
+        if frames_total == 2:  # cancel from another thread while frame 2 is being delivered
+            canceller = threading.Thread(target=tts.cancel)
+            canceller.start()
+            canceller.join()
+        return True
+
+    cancelled = tts.synthesize("Hello world, this is the talker speaking.", on_chunk=on_chunk, **options)
+    assert cancelled.stop_reason == "cancelled" and cancelled.codes.shape[0] == 2
+    stopped = tts.synthesize("Hello world, this is the talker speaking.", on_chunk=lambda *a: False, **options)
+    assert stopped.stop_reason == "cancelled" and stopped.codes.shape[0] == 1
+    again = tts.synthesize("Hello world, this is the talker speaking.", **options)
+    assert again.stop_reason in ("eos", "budget") and again.codes.shape[0] > 2
+    assert np.array_equal(again.codes[:2], cancelled.codes)
+
+
+@pytest.mark.parametrize("text, options, message", [
+    ("   \n ", {}, "empty text"),
+    ("Hi.", {"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
+    ("Hi.", {"language": "klingon"}, "unknown language 'klingon'; choose one of"),
+    ("Hi.", {"chunk_frames": 0}, "chunk_frames must be >= 1"),
+    ("Hi.", {"temperature": 0.0}, "temperature must be > 0"),
+    ("Hi.", {"top_p": 0.0}, "top_p must be in"),
+    ("Hi.", {"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "give either a speaker name or"),
+    ("Hi.", {"speaker_embedding": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
+])
+def test_bad_requests_fail_before_compute(engines, text, options, message):
+    called = []
+    with pytest.raises(native.NativeError, match="invalid argument: " + message.replace("(", r"\(")):
+        engines().synthesize(text, on_chunk=lambda *a: called.append(1) or True, **options)
+    assert not called
+
+
+def test_instruct_rules_and_struct_sizes(engines):
+    with pytest.raises(native.NativeError, match="this base model does not take an instruct"):
+        engines("native", "tiny", "base").synthesize("Hi.", instruct="calm", max_frames=2)
+    tts = engines()
+    r, _ = native_tts.request()
+    r.struct_size = 8
+    status = tts._lib.kz_tts_synthesize(tts._handle, b"Hi.", ctypes.byref(r), native_tts.CHUNK_CALLBACK(0), None, None)
+    assert status == 1 and b"struct_size" in tts._lib.kz_tts_last_error(tts._handle)
+
+
+def test_load_errors_name_the_file(tiny_gguf, tmp_path):
+    talker, mmproj = tiny_gguf()
+    with pytest.raises(native.NativeError, match="not found"):
+        NativeTTS(tmp_path / "missing.gguf", mmproj)
+    with pytest.raises(native.NativeError, match="not a Qwen3-TTS talker"):
+        NativeTTS(mmproj, mmproj)
+    with pytest.raises(native.NativeError, match="n_threads"):
+        NativeTTS(talker, mmproj, threads=0)
+
+
+def test_text_beyond_the_context_is_a_bad_request(tiny_gguf):
+    small = NativeTTS(*tiny_gguf(), n_ctx=16, codec_weights="f32")
+    with pytest.raises(native.NativeError, match="text too long for the talker context of 16"):
+        small.synthesize("Hello world, this sentence needs more than sixteen positions.", text_streaming=False)
+    assert small.synthesize("Hi.", greedy=True, max_frames=2).codes.shape[0] >= 1
+
+
+def test_model_info(engines):
+    info = engines().info
+    assert info["model_type"] == "custom_voice" and "vivian" in info["speakers"] and info["sample_rate"] == 24000
+    assert info["languages"] == engines("python").languages and info["speakers"] == engines("python").speakers
+    assert engines("native", "tiny", "base").info["speakers"] == []
+
+
+# ---- the rules on their own ---------------------------------------------------------------------
+
+def _talker_choose(logits, eos, history, config: SamplerConfig, rng: native.Rng | None):
+    r, _ = native_tts.request(greedy=config.greedy, temperature=config.temperature, top_k=config.top_k,
+                              top_p=config.top_p, repetition_penalty=config.repetition_penalty)
+    logits = np.ascontiguousarray(logits, dtype=np.float32)
+    h = np.asarray(history, dtype=np.int32)
+    return native_tts.lib().kz_talker_choose(logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), len(logits), eos,
+                                             h.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), len(h), ctypes.byref(r),
+                                             rng.pointer if rng else None)
+
+
+@pytest.mark.parametrize("config", [SamplerConfig(greedy=True), SamplerConfig(), SamplerConfig(temperature=0.7, top_k=5),
+                                    SamplerConfig(top_k=0, repetition_penalty=1.3), SamplerConfig(top_p=0.8)],
+                         ids=["greedy", "reference", "t0.7_k5", "no_topk_penalty1.3", "top_p0.8"])
+def test_talker_sampler_is_the_numpy_one(config):
+    """kz_talker_choose == TalkerSampler.choose on every golden talker logits row, with the
+    history the sampler builds, drawing from the same stream."""
+    for name in CASES:
+        manifest, arrays = goldens.load_case(DUMPS / name)
+        logits, eos = arrays["talker_logits"], int(manifest["codec_eos_token_id"])
+        sampler = TalkerSampler.for_talker(logits.shape[1], eos, config)
+        py_rng, c_rng = native.Rng(7), native.Rng(7)
+        for row in logits:
+            history = list(sampler.history)
+            want = sampler.choose(row, None if config.greedy else py_rng)
+            got = _talker_choose(row, eos, history, config, None if config.greedy else c_rng)
+            assert got == want, f"{name}: step {len(history)}"
+        assert py_rng.state.value == c_rng.state.value
+
+
+def _split_texts():
+    texts = [case.text for case in goldens.CASES]
+    texts += ["Bonjour ! Ça va ? Oui.\n今天天气很好。我们去公园吧！Le 14 juillet 1789… c'est loin. 🙂 Fin",
+              "Il a 3.5 ans. Oui.", "One. Two. Three. Four.", "un deux trois, " * 40, "mot " * 100, "字" * 250,
+              "   \n  ", "Fin.\u00a0Nouvelle\u3000phrase。\n\n终\u2029x", "Quote.\" Next!) (Yes?] ok。」next"]
+    rng = random.Random(0)
+    alphabet = list("abcdefghij éàü,;:.!?…。！？，、\n 0123456789\"')]”’\t\u00a0\u3000\u2028") + ["🙂", "字"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(3000)) for _ in range(4)]
+    return texts
+
+
+@pytest.mark.parametrize("max_chars", [7, 50, 100, 300])
+def test_text_split_is_the_python_one(max_chars):
+    for text in _split_texts():
+        assert native_tts.split_text(text, max_chars) == split_text(text, max_chars)
+
+
+def test_text_split_refuses_bad_input():
+    lib = native_tts.lib()
+    assert lib.kz_text_split(b"\xff\xfe", 10, None, 0) == -1
+    assert lib.kz_text_split(b"ok", 0, None, 0) == -1
+
+
+def test_rng_is_splitmix64():
+    """The stream both engines draw from: splitmix64 of the seed, 53-bit uniforms."""
+    state, mask = 42, 2**64 - 1
+    rng = native.Rng(42)
+    for _ in range(5):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        assert rng.random() == (z >> 11) / 2.0**53
