@@ -19,6 +19,7 @@ import pathlib
 import llama_cpp
 import numpy as np
 
+from kazetts.gguf.header import GGUFError
 from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
@@ -55,7 +56,7 @@ class Talker:
         model_params.use_extra_bufts = extra_buffers_are_safe()
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
-            raise ValueError(f"llama.cpp could not load {self.file.path}")
+            raise GGUFError(f"llama.cpp could not load {self.file.path}")
         ctx_params = llama_cpp.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = n_batch
