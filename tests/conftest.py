@@ -60,3 +60,17 @@ def tiny_gguf(tiny_checkpoint, tmp_path_factory):
         return built[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def mmproj_layout(tiny_gguf):
+    """The tiny F32 mmproj as an editable GGUFLayout, for crafting bad files (see `edited`)."""
+    from kazetts.validation.gguf_edit import GGUFLayout
+    return GGUFLayout.read(tiny_gguf("tiny", "custom_voice", "f32", 0)[1])
+
+
+def edited(layout, edit, path: pathlib.Path) -> pathlib.Path:
+    """A copy of `layout` changed by edit(copy), written to path."""
+    copy = layout.copy()
+    edit(copy)
+    return copy.write(path)
