@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from kazetts.gguf.header import GGUFError, GGUFHeader
+from conftest import edited
 from kazetts.validation.gguf_edit import ARRAY, FLOAT32, KV, STRING, UINT32, GGUFLayout, Tensor, scalar_bytes
 
 
@@ -130,6 +131,8 @@ def talker_layout(tiny_gguf):
     (lambda L: L.set_tensor("output.weight", [32, 3072]), "do not fit together"),
     # found by the fuzzer: llama.cpp loads an F16 norm weight, then aborts in its first step
     (lambda L: L.set_tensor("blk.1.attn_norm.weight", [64], 1), "blk.1.attn_norm.weight is F16, llama.cpp takes vectors in F32"),
+    # found by the fuzzer: llama.cpp loads an I8 matrix, then calls a null kernel (SEGV)
+    (lambda L: L.set_tensor("blk.0.ffn_gate.weight", [64, 128], 24), "blk.0.ffn_gate.weight is I8, a type llama.cpp cannot"),
     (lambda L: L.set_kv("kazetts.codec.pad_id", UINT32, 5000), "codec_pad id 5000 is not in 0..3071"),
     (lambda L: L.set_kv("kazetts.text.tts_pad_token_id", STRING, "x"), "tts_pad id 'x'"),
     (lambda L: L.drop("kazetts.codec.bos_id"), "codec_bos id None"),
@@ -145,4 +148,14 @@ def test_malformed_talker_files_are_gguf_errors(tmp_path, talker_layout, edit, m
     path = L.write(tmp_path / "talker.gguf")
     with pytest.raises(GGUFError, match=match) as e:
         TalkerFile(path)
+    assert str(path) in str(e.value)
+
+
+def test_a_talker_llama_cpp_refuses_is_a_gguf_error(tmp_path, talker_layout):
+    """Found by the fuzzer: a table kazetts reads fine but llama.cpp refuses (a wrong shape)
+    was a bare ValueError."""
+    from kazetts.stages.talker import Talker
+    path = edited(talker_layout, lambda L: L.set_tensor("blk.0.attn_k_norm.weight", [8]), tmp_path / "talker.gguf")
+    with pytest.raises(GGUFError, match="llama.cpp could not load") as e:
+        Talker(path, threads=1, n_ctx=16)
     assert str(path) in str(e.value)

@@ -30,6 +30,7 @@ _CODEC_TOKENS = {
     "codec_think_bos": "<|codec_think_bos|>", "codec_think_eos": "<|codec_think_eos|>",
 }
 _TEXT_TOKENS = {"tts_pad": "<tts_pad>", "tts_bos": "<tts_text_bos>", "tts_eos": "<tts_text_eod>"}
+_NO_KERNEL_TYPES = tuple(gguf.GGMLQuantizationType[n] for n in ("I8", "I16", "I32", "I64", "F64"))
 _ROW_TYPES = tuple(gguf.GGMLQuantizationType[n] for n in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                                                        "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"))
 
@@ -51,16 +52,19 @@ class TalkerFile:
         self.hidden_size = int(embd[0])
         self.codec_vocab_size = int(output[1])
         self.text_vocab_size = int(embd[1]) - self.codec_vocab_size
-        self._check_vectors()
+        self._check_types()
         self.voices = self._voices()
         self._check_ids()
 
-    def _check_vectors(self) -> None:
-        """1-D tensors (norm weights) in F32: llama.cpp loads others but its CPU backend aborts
-        when it multiplies by them (binary_op: unsupported types)."""
+    def _check_types(self) -> None:
+        """Types llama.cpp's CPU backend computes with: it loads any ggml type, then aborts
+        multiplying by an F16 norm vector (binary_op: unsupported types) or calls a null kernel
+        for an integer matrix (both found by the fuzzer)."""
         for name, (shape, ty) in self.header.tensors.items():
             if len(shape) <= 1 and ty != gguf.GGMLQuantizationType.F32:
                 raise GGUFError(f"{self.path}: {name} is {ty.name}, llama.cpp takes vectors in F32 only")
+            if ty in _NO_KERNEL_TYPES:
+                raise GGUFError(f"{self.path}: {name} is {ty.name}, a type llama.cpp cannot multiply")
 
     def _matrix(self, name: str) -> list[int]:
         """The shape of a 2-D tensor whose rows kazetts reads."""
