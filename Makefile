@@ -78,16 +78,20 @@ test: setup ref
 
 # The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
 # runtime is preloaded into the non-instrumented Python, with libstdc++ so that exceptions work).
+# `make fuzz` (mk/fuzz.mk) runs the file readers on the same build.
+ASAN_LIB   := build/asan/libkazetts.so
+ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
-asan: setup
+$(ASAN_LIB): $(VENV)/.installed $(LLAMA_SRC)/.unpacked $(NATIVE_SRC)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
 		-DGGML_LIB_DIR=$$($(VENV)/bin/python -c "import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / 'lib')")
 	cmake --build build/asan -j2
-	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
-		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
-		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
-		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300"
+
+asan: setup $(ASAN_LIB)
+	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300"
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)
