@@ -94,22 +94,23 @@ pip-check: setup
 # The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts against
 # the venv's llama-cpp-python, as pip's build does: empty GGML_*_DIR; the runtime is preloaded
 # into the non-instrumented Python, with libstdc++ so that exceptions work).
+# `make fuzz` (mk/fuzz.mk) runs the file readers on the same build.
+ASAN_LIB   := build/asan/libkazetts.so
+ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or text_split or talker_sampler or rng or model_info or base_xvector or seed and 3
-asan: setup
+$(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
 	cmake --build build/asan -j2
-	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
-		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
-		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
-		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300"
-	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
-		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
-		KAZETTS_NATIVE_LIB=build/asan/libkazetts.so \
-		$(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
+
+asan: setup $(ASAN_LIB)
+	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300"
+	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)

@@ -86,3 +86,17 @@ def golden_request(manifest: dict, arrays: dict) -> dict:
     return dict(speaker=case["speaker"], language=case["language"], instruct=case["instruct"],
                 speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"],
                 greedy=True, max_frames=case["max_new_tokens"] - 1)
+
+
+@pytest.fixture(scope="session")
+def mmproj_layout(tiny_gguf):
+    """The tiny F32 mmproj as an editable GGUFLayout, for crafting bad files (see `edited`)."""
+    from kazetts.validation.gguf_edit import GGUFLayout
+    return GGUFLayout.read(tiny_gguf("tiny", "custom_voice", "f32", 0)[1])
+
+
+def edited(layout, edit, path: pathlib.Path) -> pathlib.Path:
+    """A copy of `layout` changed by edit(copy), written to path."""
+    copy = layout.copy()
+    edit(copy)
+    return copy.write(path)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import numpy as np
 import pytest
 
-from conftest import DUMPS
+from conftest import DUMPS, edited
 from kazetts.validation import goldens
 from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
 
@@ -414,3 +415,38 @@ def test_bad_calls_are_errors(mmproj, monkeypatch):
         cp.embed_codes([0] + [2048] * 15)
     # the handle still works after errors
     assert np.array_equal(cp.predict(h, int(arrays["codes"][0, 0]))[0], arrays["codes"][0, 1:])
+
+
+# ----------------------------------------------------------------------- hostile fields (gguf_edit)
+
+U32, F32, U64 = 4, 6, 10
+BAD_CP_FILES = {
+    "zero_dim": (lambda L: L.set_tensor("a.gen.code.blk.1.ffn_up.weight", [64, 0]), "has shape \\[64, 0, 1, 1\\]"),
+    "heads_u32_max": (lambda L: L.set_kv("kazetts.code.num_attention_heads", U32, 0xFFFFFFFF), "out of range"),
+    "layers_u64_huge": (lambda L: L.set_kv("kazetts.code.num_hidden_layers", U64, 1 << 63), "out of range"),
+    "head_dim_float": (lambda L: L.set_kv("kazetts.code.head_dim", F32, 16.0), "is not an integer"),
+    "eps_nan": (lambda L: L.set_kv("kazetts.code.rms_norm_eps", F32, float("nan")), "not a finite number"),
+    "theta_zero": (lambda L: L.set_kv("kazetts.code.rope_theta", F32, 0.0), "must be positive"),
+    "too_many_codebooks": (lambda L: (L.set_tensor("a.gen.code.embd.weight", [64, 1, 100]),
+                                      L.set_tensor("a.gen.code.head.weight", [64, 1, 100]),
+                                      L.set_kv("kazetts.code.vocab_size", U32, 1)), "inconsistent"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CP_FILES))
+def test_hostile_fields_are_format_errors(tmp_path, mmproj_layout, case):
+    edit, match = BAD_CP_FILES[case]
+    path = edited(mmproj_layout, edit, tmp_path / "edited-mmproj.gguf")
+    e = _load_error(path)
+    assert e.status == 3 and str(path) in str(e), str(e)
+    assert re.search(match, str(e)), str(e)
+
+
+def test_a_deep_code_predictor_loads_and_predicts(tmp_path, mmproj_layout):
+    """30 layers (each step's graph used to hold a fixed 1024 nodes: an abort inside ggml)."""
+    L = mmproj_layout.copy()
+    L.add_copies("a.gen.code.blk.1.", [f"a.gen.code.blk.{i}." for i in range(2, 30)])
+    L.set_kv("kazetts.code.num_hidden_layers", U32, 30)
+    with CodePredictor(L.write(tmp_path / "deep.gguf"), threads=1) as cp:
+        codes = cp.predict(np.zeros(cp.n_embd_in, np.float32), 0)[0]
+    assert codes.shape == (15,) and ((codes >= 0) & (codes < 2048)).all()

@@ -10,7 +10,7 @@ import pytest
 from kazetts.validation import goldens
 from kazetts.validation.goldens import GATES
 from kazetts.stages import native
-from tests.conftest import DUMPS, REPO
+from tests.conftest import DUMPS, REPO, edited
 
 STAGES = ["quantized", "pre_conv", "transformer", "upsample"]
 CASES = sorted(p.name for p in DUMPS.glob("*") if (p / "manifest.json").exists()) if DUMPS.exists() else []
@@ -230,3 +230,87 @@ def test_load_errors(tmp_path, codec_gguf, tiny_gguf):
     assert info.value.status == 1
     with pytest.raises(ValueError):
         CodecDecoder(codec_gguf(), weights="q4")
+
+
+# ------------------------------------------------------------------------------- malformed files
+# Each a copy of the tiny mmproj with one field made hostile (kazetts.validation.gguf_edit): the
+# loader must say what is wrong (KZ_ERR_FORMAT), never abort, read out of bounds or decode a model
+# whose channels do not chain (that used to fail inside ggml, at decode time).
+
+def _shape(name, dims):
+    return lambda L: L.set_tensor(name, dims)
+
+
+def _kv(key, type_id, value):
+    return lambda L: L.set_kv(key, type_id, value)
+
+
+U32, F32 = 4, 6
+BAD_CODEC_FILES = {
+    # found by the fuzzer: a zero-sized dimension (memcpy from a null buffer, UBSan)
+    "zero_dim": (_shape("a.gen.wav.dac.blk.1.conv.weight", [10, 12, 0]), "has shape"),
+    "residual_conv_channels": (_shape("a.gen.wav.dac.blk.1.res.0.conv1.weight", [7, 6, 12]), "res.0.conv1 maps 6 -> 12 channels, gets 12"),
+    "residual_conv_out": (lambda L: (L.set_tensor("a.gen.wav.dac.blk.1.res.1.conv2.weight", [1, 12, 6]),
+                                     L.set_tensor("a.gen.wav.dac.blk.1.res.1.conv2.bias", [6])), "res.1.conv2 maps 12 -> 6"),
+    "bias_shape": (_shape("a.gen.wav.dac.blk.1.res.1.conv2.bias", [6]), "conv2.bias has shape \\[6, 1, 1, 1\\], expected \\[12\\]"),
+    "entry_channels": (_shape("a.gen.wav.dac.entry.weight", [7, 32, 48]), "dac.entry maps 32 -> 48 channels, gets 64"),
+    "post_conv_channels": (_shape("a.gen.wav.dac.post_conv.weight", [7, 6, 1]), "dac.post_conv maps 6 -> 1 channels, gets 3"),
+    "upsample_channels": (_shape("a.gen.wav.up.blk.1.conv.weight", [2, 64, 32]), "up.blk.1.conv takes 32 channels, gets 64"),
+    "dac_block_channels": (_shape("a.gen.wav.dac.blk.2.conv.weight", [8, 6, 24]), "dac.blk.2.conv takes 24 channels, gets 12"),
+    "four_dim_conv": (_shape("a.gen.wav.dac.blk.2.res.0.conv1.weight", [7, 6, 6, 2]), "must be \\[k, cin, cout\\]"),
+    "dwconv_kernel_1": (_shape("a.gen.wav.up.blk.0.dwconv.weight", [1, 1, 64]), "dwconv kernel must be >= 2"),
+    "codebook_count": (_shape("a.gen.wav.quant.rest.codebook.weight", [16, 2048, 70]), "codebooks"),
+    "odd_head_dim": (lambda L: (L.set_kv("kazetts.wav.head_dim", U32, 1)), "head_dim 1 is odd"),
+    "head_dim_zero": (_kv("kazetts.wav.head_dim", U32, 0), "not a multiple of head_dim"),
+    "head_dim_huge_float": (_kv("kazetts.wav.head_dim", F32, 1e30), "head_dim is out of range"),
+    "head_dim_nan": (_kv("kazetts.wav.head_dim", F32, float("nan")), "not a finite number"),
+    "head_dim_string": (_kv("kazetts.wav.head_dim", 8, "sixteen"), "head_dim is not a number"),
+    "window_huge": (_kv("kazetts.wav.sliding_window", U32, 0x7FFFFFFF), "sliding_window must be in 1..8192"),
+    "window_zero": (_kv("kazetts.wav.sliding_window", U32, 0), "sliding_window must be in"),
+    "rope_theta_negative": (_kv("kazetts.wav.rope_theta", F32, -1.0), "must be positive"),
+    "layer_count": (_kv("kazetts.wav.num_hidden_layers", U32, 3), "2 codec transformer layers"),
+    "int_type": (lambda L: L.set_tensor("a.gen.wav.tfm.blk.0.ls1.weight", [32], 26), "ls1.weight has unsupported type i32"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CODEC_FILES))
+def test_malformed_codec_files_are_format_errors(tmp_path, mmproj_layout, case):
+    from kazetts.stages.codec import CodecDecoder
+    edit, match = BAD_CODEC_FILES[case]
+    path = edited(mmproj_layout, edit, tmp_path / "edited-mmproj.gguf")
+    with pytest.raises(native.NativeError, match=match) as info:
+        CodecDecoder(path, threads=1)
+    assert info.value.status == 3 and str(path) in str(info.value)
+
+
+def test_a_tensor_table_past_the_end_of_the_file(tmp_path, mmproj_layout):
+    from kazetts.stages.codec import CodecDecoder
+    L = mmproj_layout.copy()
+    L.tensors[-1].dims = [1 << 30]  # the last tensor, its data left as they are
+    path = L.write(tmp_path / "past-end.gguf")
+    with pytest.raises(native.NativeError, match="past the end of the file") as info:
+        CodecDecoder(path, threads=1)
+    assert info.value.status == 3
+
+
+def test_a_deep_codec_loads_and_decodes(tmp_path, mmproj_layout, decoder):
+    """100 transformer layers (the weight context and the graph used to hold a fixed 1024 and
+    16384 tensors: an abort inside ggml)."""
+    from kazetts.stages.codec import CodecDecoder
+    L = mmproj_layout.copy()
+    L.add_copies("a.gen.wav.tfm.blk.1.", [f"a.gen.wav.tfm.blk.{i}." for i in range(2, 100)])
+    L.set_kv("kazetts.wav.num_hidden_layers", U32, 100)
+    with CodecDecoder(L.write(tmp_path / "deep.gguf"), threads=1) as deep:
+        wav = deep.decode(_random_codes(3, 0))
+    assert wav.shape == (3 * deep.samples_per_frame,) and np.isfinite(wav).all()
+
+
+def test_bad_thread_and_chunk_counts(codec_gguf, decoder):
+    from kazetts.stages.codec import CodecDecoder
+    with pytest.raises(native.NativeError, match="n_threads must be in 1..512") as info:
+        CodecDecoder(codec_gguf(), threads=100000)
+    assert info.value.status == 1
+    with pytest.raises(native.NativeError, match="max chunk must be in 1..4096"):
+        decoder.set_max_chunk(1 << 30)
+    with pytest.raises(native.NativeError, match="n_threads must be in"):
+        decoder.set_threads(100000)

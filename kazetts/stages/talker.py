@@ -19,7 +19,8 @@ import pathlib
 import llama_cpp
 import numpy as np
 
-from kazetts.gguf.errors import KazettsError, ModelFileError
+from kazetts.gguf.errors import KazettsError
+from kazetts.gguf.header import GGUFError
 from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
@@ -56,7 +57,7 @@ class Talker:
         model_params.use_extra_bufts = extra_buffers_are_safe()
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
-            raise ModelFileError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
+            raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
         ctx_params = llama_cpp.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = n_batch

@@ -129,30 +129,13 @@ namespace {
 // GGUF reading
 // ------------------------------------------------------------------------------------------
 
-struct GgufFile {
-    gguf_context *g = nullptr;
-    FILE *f = nullptr;
-    std::string path;
-    uint64_t file_size = 0;
-    ~GgufFile() {
-        if (g) gguf_free(g);
-        if (f) std::fclose(f);
-    }
-};
-
-std::string shape_str(const int64_t *ne, int n) {
-    std::string s = "[";
-    for (int i = 0; i < n; i++) s += (i ? ", " : "") + std::to_string(ne[i]);
-    return s + "]";
-}
+using kz::GgufFile;
 
 int64_t find(const GgufFile &gf, const std::string &name, bool required = true) {
-    int64_t id = gguf_find_tensor(gf.g, name.c_str());
-    if (id < 0 && required) throw Error(KZ_ERR_FORMAT, gf.path + ": tensor " + name + " is missing (not a code predictor mmproj?)");
-    return id;
+    return gf.find(name, required, " (not a code predictor mmproj?)");
 }
 
-const int64_t *ne_of(const GgufFile &gf, int64_t id) { return gguf_get_tensor_ne(gf.g, id); }
+const int64_t *ne_of(const GgufFile &gf, int64_t id) { return gguf_get_tensor_ne(gf.gguf(), id); }
 
 void expect_shape(const GgufFile &gf, const std::string &name, std::vector<int64_t> want) {
     int64_t id = find(gf, name);
@@ -163,47 +146,17 @@ void expect_shape(const GgufFile &gf, const std::string &name, std::vector<int64
         if (ne[i] != w) ok = false;
     }
     if (!ok) {
-        throw Error(KZ_ERR_FORMAT, gf.path + ": tensor " + name + " has shape " + shape_str(ne, GGML_MAX_DIMS) +
-                                       ", expected " + shape_str(want.data(), (int)want.size()));
+        throw Error(KZ_ERR_FORMAT, gf.path() + ": tensor " + name + " has shape " + kz::shape_str(ne, GGML_MAX_DIMS) +
+                                       ", expected " + kz::shape_str(want.data(), (int)want.size()));
     }
 }
 
-// Raw bytes of a tensor as stored.
-std::vector<uint8_t> read_raw(const GgufFile &gf, int64_t id) {
-    size_t size = gguf_get_tensor_size(gf.g, id);
-    uint64_t off = (uint64_t)gguf_get_data_offset(gf.g) + gguf_get_tensor_offset(gf.g, id);
-    const char *name = gguf_get_tensor_name(gf.g, id);
-    if (off + size > gf.file_size) {
-        throw Error(KZ_ERR_FORMAT, gf.path + ": tensor " + name + " lies past the end of the file (truncated?)");
-    }
-    std::vector<uint8_t> buf(size);
-    if (fseeko(gf.f, (off_t)off, SEEK_SET) != 0 || std::fread(buf.data(), 1, size, gf.f) != size) {
-        throw Error(KZ_ERR_IO, gf.path + ": cannot read tensor " + name);
-    }
-    return buf;
-}
-
+// an hparam: a non-negative int, or a finite float
 uint32_t get_u32(const GgufFile &gf, const std::string &key, uint32_t fallback) {
-    int64_t id = gguf_find_key(gf.g, key.c_str());
-    if (id < 0) return fallback;
-    switch (gguf_get_kv_type(gf.g, id)) {
-        case GGUF_TYPE_UINT32: return gguf_get_val_u32(gf.g, id);
-        case GGUF_TYPE_INT32: return (uint32_t)gguf_get_val_i32(gf.g, id);
-        case GGUF_TYPE_UINT64: return (uint32_t)gguf_get_val_u64(gf.g, id);
-        case GGUF_TYPE_INT64: return (uint32_t)gguf_get_val_i64(gf.g, id);
-        default: throw Error(KZ_ERR_FORMAT, gf.path + ": key " + key + " is not an integer");
-    }
+    return (uint32_t)gf.integer(key, fallback, 0, INT32_MAX);
 }
 
-float get_f32(const GgufFile &gf, const std::string &key, float fallback) {
-    int64_t id = gguf_find_key(gf.g, key.c_str());
-    if (id < 0) return fallback;
-    switch (gguf_get_kv_type(gf.g, id)) {
-        case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(gf.g, id);
-        case GGUF_TYPE_FLOAT64: return (float)gguf_get_val_f64(gf.g, id);
-        default: throw Error(KZ_ERR_FORMAT, gf.path + ": key " + key + " is not a float");
-    }
-}
+float get_f32(const GgufFile &gf, const std::string &key, float fallback) { return (float)gf.real(key, fallback); }
 
 ggml_type override_type(int wt) {
     switch (wt) {
@@ -213,13 +166,6 @@ ggml_type override_type(int wt) {
         case KZ_CP_WEIGHTS_Q4_0: return GGML_TYPE_Q4_0;
         default: return GGML_TYPE_COUNT;
     }
-}
-
-bool can_compute(ggml_type t) {
-    if (t == GGML_TYPE_F32) return true;
-    if ((int)t < 0 || t >= GGML_TYPE_COUNT) return false;
-    const ggml_type_traits *tr = ggml_get_type_traits(t);
-    return tr && tr->to_float != nullptr && tr->blck_size > 0;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -292,7 +238,7 @@ class Loader {
         const std::string K = "kazetts.code.";
         m_.n_layer = (int)get_u32(gf_, K + "num_hidden_layers", (uint32_t)n_layer);
         if (m_.n_layer < 1 || m_.n_layer != n_layer) {
-            throw Error(KZ_ERR_FORMAT, gf_.path + ": " + std::to_string(n_layer) + " code predictor layers in the file, metadata says " +
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": " + std::to_string(n_layer) + " code predictor layers in the file, metadata says " +
                                            std::to_string(m_.n_layer));
         }
         std::string b0 = std::string(P) + "blk.0.";
@@ -301,7 +247,7 @@ class Loader {
         const int64_t *k = ne_of(gf_, find(gf_, b0 + "attn_k.weight"));
         const int64_t *g = ne_of(gf_, find(gf_, b0 + "ffn_gate.weight"));
         m_.head_dim = (int)get_u32(gf_, K + "head_dim", (uint32_t)qn[0]);
-        if (m_.head_dim <= 0 || m_.head_dim % 2) throw Error(KZ_ERR_FORMAT, gf_.path + ": bad head_dim " + std::to_string(m_.head_dim));
+        if (m_.head_dim <= 0 || m_.head_dim % 2) throw Error(KZ_ERR_FORMAT, gf_.path() + ": bad head_dim " + std::to_string(m_.head_dim));
         m_.n_head = (int)get_u32(gf_, K + "num_attention_heads", (uint32_t)(q[1] / m_.head_dim));
         m_.n_head_kv = (int)get_u32(gf_, K + "num_key_value_heads", (uint32_t)(k[1] / m_.head_dim));
         m_.n_ff = (int)get_u32(gf_, K + "intermediate_size", (uint32_t)g[1]);
@@ -309,29 +255,23 @@ class Loader {
         uint32_t vs = get_u32(gf_, K + "vocab_size", (uint32_t)m_.vocab);
         m_.rope_theta = get_f32(gf_, K + "rope_theta", 1e6f);
         m_.eps = get_f32(gf_, K + "rms_norm_eps", 1e-6f);
-        if ((int)hs != m_.n_embd || (int)vs != m_.vocab) {
-            throw Error(KZ_ERR_FORMAT, gf_.path + ": code predictor tensors disagree with kazetts.code.hidden_size/vocab_size");
+        if (!(m_.rope_theta > 0.0f) || !(m_.eps > 0.0f) || !std::isfinite(m_.rope_theta) || !std::isfinite(m_.eps)) {
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": rope_theta and rms_norm_eps must be positive");
         }
-        if (m_.n_head <= 0 || m_.n_head_kv <= 0 || m_.n_head % m_.n_head_kv || m_.n_cb < 1 || m_.vocab < 1 ||
+        if ((int)hs != m_.n_embd || (int)vs != m_.vocab) {
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": code predictor tensors disagree with kazetts.code.hidden_size/vocab_size");
+        }
+        if (m_.n_head <= 0 || m_.n_head_kv <= 0 || m_.n_head % m_.n_head_kv || m_.n_cb < 1 || m_.n_cb > KZ_MAX_CODEBOOKS || m_.vocab < 1 ||
             m_.cb0_vocab < 1 || m_.n_embd < 1 || m_.n_embd_in < 1 || m_.n_ff < 1) {
-            throw Error(KZ_ERR_FORMAT, gf_.path + ": inconsistent code predictor hyperparameters");
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": inconsistent code predictor hyperparameters");
         }
         m_.has_proj = find(gf_, std::string(P) + "proj_in.weight", false) >= 0;
-        ggml_type q_t = gguf_get_tensor_type(gf_.g, find(gf_, b0 + "attn_q.weight"));
+        ggml_type q_t = gguf_get_tensor_type(gf_.gguf(), find(gf_, b0 + "attn_q.weight"));
         if (ggml_is_quantized(q_t)) layer_type_ = q_t;
         m_.n_ctx = m_.n_cb + 1;
     }
 
     void validate() {
-        // every tensor of the file must lie inside it (a truncated file is rejected even when
-        // the cut only hits tensors of other stages)
-        for (int64_t i = 0; i < gguf_get_n_tensors(gf_.g); i++) {
-            uint64_t end = (uint64_t)gguf_get_data_offset(gf_.g) + gguf_get_tensor_offset(gf_.g, i) + gguf_get_tensor_size(gf_.g, i);
-            if (end > gf_.file_size) {
-                throw Error(KZ_ERR_FORMAT, gf_.path + ": tensor " + gguf_get_tensor_name(gf_.g, i) +
-                                               " lies past the end of the file (truncated?)");
-            }
-        }
         const int64_t E = m_.n_embd, hd = m_.head_dim;
         expect_shape(gf_, std::string(P) + "embd.weight", {m_.n_embd_in, m_.vocab, m_.n_cb});
         expect_shape(gf_, std::string(P) + "head.weight", {E, m_.vocab, m_.n_cb});
@@ -341,7 +281,7 @@ class Loader {
             expect_shape(gf_, std::string(P) + "proj_in.weight", {m_.n_embd_in, E});
             if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0) expect_shape(gf_, std::string(P) + "proj_in.bias", {E});
         } else if (m_.n_embd_in != m_.n_embd) {
-            throw Error(KZ_ERR_FORMAT, gf_.path + ": talker width " + std::to_string(m_.n_embd_in) + " != code predictor width " +
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": talker width " + std::to_string(m_.n_embd_in) + " != code predictor width " +
                                            std::to_string(m_.n_embd) + " and no a.gen.code.proj_in.weight");
         }
         for (int i = 0; i < m_.n_layer; i++) {
@@ -358,17 +298,17 @@ class Loader {
             expect_shape(gf_, b + "ffn_up.weight", {E, m_.n_ff});
             expect_shape(gf_, b + "ffn_down.weight", {m_.n_ff, E});
         }
-        for (int64_t i = 0; i < gguf_get_n_tensors(gf_.g); i++) {
-            std::string n = gguf_get_tensor_name(gf_.g, i);
-            if (n.rfind(P, 0) == 0 && !can_compute(gguf_get_tensor_type(gf_.g, i))) {
-                throw Error(KZ_ERR_FORMAT, gf_.path + ": tensor " + n + " has unsupported type " + ggml_type_name(gguf_get_tensor_type(gf_.g, i)));
+        for (int64_t i = 0; i < gguf_get_n_tensors(gf_.gguf()); i++) {
+            std::string n = gguf_get_tensor_name(gf_.gguf(), i);
+            if (n.rfind(P, 0) == 0 && !kz::can_dequantize(gguf_get_tensor_type(gf_.gguf(), i))) {
+                throw Error(KZ_ERR_FORMAT, gf_.path() + ": tensor " + n + " has unsupported type " + ggml_type_name(gguf_get_tensor_type(gf_.gguf(), i)));
             }
         }
     }
 
     // The type a matrix weight is kept in.
     ggml_type matrix_type(const std::string &name, int64_t id) {
-        ggml_type file_t = gguf_get_tensor_type(gf_.g, id);
+        ggml_type file_t = gguf_get_tensor_type(gf_.gguf(), id);
         ggml_type t = override_type(wt_);
         const std::string down_suffix = "ffn_down.weight";
         bool down = name.size() >= down_suffix.size() &&
@@ -484,10 +424,10 @@ class Loader {
             kept.resize((size_t)rows * ggml_row_size(p.type, p.ne[0]));
             size_t at = 0;
             for (int64_t id : p.ids) {
-                std::vector<uint8_t> raw = read_raw(gf_, id);
-                at += convert_rows(raw, gguf_get_tensor_type(gf_.g, id), p, kept.size() - at, kept.data() + at);
+                std::vector<uint8_t> raw = gf_.read(id);
+                at += convert_rows(raw, gguf_get_tensor_type(gf_.gguf(), id), p, kept.size() - at, kept.data() + at);
             }
-            if (at != kept.size()) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(p.t));
+            if (at != kept.size()) throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + ggml_get_name(p.t));
             if (!p.packed) {
                 ggml_backend_tensor_set(p.t, kept.data(), 0, kept.size());
                 continue;
@@ -505,7 +445,7 @@ class Loader {
         const int64_t ne0 = p.ne[0];
         const size_t src_row = ggml_row_size(src_t, ne0), dst_row = ggml_row_size(p.type, ne0);
         const int64_t rows = (int64_t)(raw.size() / src_row);
-        if ((size_t)rows * dst_row > capacity) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + ggml_get_name(p.t));
+        if ((size_t)rows * dst_row > capacity) throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + ggml_get_name(p.t));
         if (src_t == p.type) {
             std::memcpy(dst, raw.data(), raw.size());
             return raw.size();
@@ -533,12 +473,12 @@ class Loader {
     void host_table(HostTable &ht, const std::string &name) {
         int64_t id = find(gf_, name);
         const int64_t *ne = ne_of(gf_, id);
-        ht.type = gguf_get_tensor_type(gf_.g, id);
+        ht.type = gguf_get_tensor_type(gf_.gguf(), id);
         ht.ne0 = ne[0];
         ht.rows = ne[1] * ne[2] * ne[3];
         ht.row_size = ggml_row_size(ht.type, ht.ne0);
-        ht.data = read_raw(gf_, id);
-        if (ht.data.size() != ht.row_size * (size_t)ht.rows) throw Error(KZ_ERR_FORMAT, gf_.path + ": size mismatch of " + name);
+        ht.data = gf_.read(id);
+        if (ht.data.size() != ht.row_size * (size_t)ht.rows) throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + name);
     }
 
     void host_tables() {
@@ -551,7 +491,8 @@ class Loader {
 // graphs
 // ------------------------------------------------------------------------------------------
 
-constexpr int GRAPH_SIZE = 1024;
+// graph nodes (and tensors) of one step: ~50 per layer, a few dozen outside them
+int graph_size(int n_layer) { return 1024 + 64 * n_layer; }
 
 // w x, by kazetts' Q8_0 kernel when w is packed for it (I8), else by ggml
 ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x) {
@@ -584,11 +525,12 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
     st.pos0 = s == 0 ? 0 : s + 1;
     const int n_tok = st.n_tok, pos0 = st.pos0, n_kv = pos0 + n_tok;
     const int hd = m.head_dim;
-    ggml_init_params ip{ggml_tensor_overhead() * GRAPH_SIZE + ggml_graph_overhead_custom(GRAPH_SIZE, false), nullptr, true};
+    const int n_graph = graph_size(m.n_layer);
+    ggml_init_params ip{ggml_tensor_overhead() * n_graph + ggml_graph_overhead_custom(n_graph, false), nullptr, true};
     st.ctx = ggml_init(ip);
     if (!st.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
     ggml_context *ctx = st.ctx;
-    ggml_cgraph *gf = ggml_new_graph_custom(ctx, GRAPH_SIZE, false);
+    ggml_cgraph *gf = ggml_new_graph_custom(ctx, n_graph, false);
 
     st.inp = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, m.n_embd_in, n_tok);
     ggml_set_input(st.inp);
@@ -781,16 +723,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         }
         if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
 
-        GgufFile gf;
-        gf.path = path;
-        gf.f = std::fopen(path, "rb");
-        if (!gf.f) throw Error(KZ_ERR_IO, std::string(path) + ": cannot open: " + std::strerror(errno));
-        if (fseeko(gf.f, 0, SEEK_END) != 0) throw Error(KZ_ERR_IO, std::string(path) + ": cannot seek");
-        gf.file_size = (uint64_t)ftello(gf.f);
-        gguf_init_params gp{true, nullptr};
-        gf.g = gguf_init_from_file(path, gp);
-        if (!gf.g) throw Error(KZ_ERR_FORMAT, std::string(path) + ": not a valid GGUF file (or truncated header)");
-
+        GgufFile gf(path);
         ggml_cpu_init();
         std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
         m->q8_isa = q8_kernel(p.kernels);
@@ -799,7 +732,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
         set_threads(*m, p.n_threads);
         *out = m.release();
-    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
+    }, [&](const char *message) { kz::write_error(err, err_len, kz::about_file(path, message)); }, KZ_ERR_FORMAT);
 }
 
 void kz_cp_free(kz_code_predictor *cp) { delete cp; }

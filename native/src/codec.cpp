@@ -37,7 +37,10 @@ namespace {
 
 using kz::Error;
 
-constexpr int kGraphSize = 16384;
+// Bounds on what a file may ask for (Qwen3-TTS: window 72, 1920 samples a frame).
+constexpr int kMaxWindow = 8192;
+constexpr int kMaxSamplesPerFrame = 1 << 16;
+constexpr int kMaxChunk = 4096;  // frames per graph (kz_codec_set_max_chunk)
 // The KV window starts at a multiple of kKvAlign positions and the key count is padded to a
 // multiple of kKvAlign (masked zero keys), so every key sits at the same SIMD lane and block
 // offset whatever the chunking: streaming output then matches a full decode bit for bit.
@@ -99,7 +102,14 @@ struct Model {
     Conv post_conv;
     ggml_context *ctx = nullptr;
     ggml_backend_buffer_t buf = nullptr;
+    int graph_size = 0;  // nodes (and tensors) of a chunk's graph
 };
+
+// A generous count of a chunk graph's nodes: per transformer layer, upsampling block, DAC block
+// (3 residual units) and codebook (sums), besides the fixed part.
+int graph_size(const Hparams &hp, int n_up, int n_dac) {
+    return 4096 + 128 * hp.n_layer + 256 * n_up + 512 * n_dac + 8 * hp.n_codebooks;
+}
 
 struct State {
     int64_t pos = 0;  // frames decoded
@@ -113,53 +123,33 @@ struct State {
 // ---------------------------------------------------------------------------------------------
 
 struct Loader {
-    gguf_context *g = nullptr;
-    ggml_context *meta = nullptr;
-    FILE *f = nullptr;
-    std::string path;
-    ~Loader() {
-        if (f) std::fclose(f);
-        if (g) gguf_free(g);
-        if (meta) ggml_free(meta);
-    }
+    kz::GgufFile file;  // every tensor checked to lie inside the file, shapes >= 1 and int-sized
+    explicit Loader(const char *path) : file(path, true) {}
+
     ggml_tensor *src(const std::string &name, bool required = true) const {
-        ggml_tensor *t = ggml_get_tensor(meta, name.c_str());
-        if (!t && required) throw Error(KZ_ERR_FORMAT, "missing tensor " + name + " in " + path);
+        ggml_tensor *t = ggml_get_tensor(file.meta(), name.c_str());
+        if (!t && required) throw Error(KZ_ERR_FORMAT, "missing tensor " + name + " in " + file.path());
         return t;
     }
     std::vector<float> read(const ggml_tensor *t) const {
-        int64_t id = gguf_find_tensor(g, t->name);
-        size_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, id);
-        size_t nbytes = ggml_nbytes(t);
-        std::vector<uint8_t> raw(nbytes);
-        if (std::fseek(f, (long)off, SEEK_SET) != 0 || std::fread(raw.data(), 1, nbytes, f) != nbytes)
-            throw Error(KZ_ERR_IO, std::string("cannot read tensor ") + t->name + " from " + path);
+        const std::vector<uint8_t> raw = file.read(gguf_find_tensor(file.gguf(), t->name));
         std::vector<float> out(ggml_nelements(t));
         if (t->type == GGML_TYPE_F32) {
-            std::memcpy(out.data(), raw.data(), nbytes);
+            std::memcpy(out.data(), raw.data(), raw.size());
         } else {
-            const ggml_type_traits *tr = ggml_get_type_traits(t->type);
-            if (!tr || !tr->to_float) throw Error(KZ_ERR_FORMAT, std::string("unsupported tensor type for ") + t->name);
-            tr->to_float(raw.data(), out.data(), (int64_t)out.size());
+            ggml_get_type_traits(t->type)->to_float(raw.data(), out.data(), (int64_t)out.size());  // type checked on load
         }
         return out;
     }
+    // a numeric hparam, finite and within the int range (the loader casts several to int)
     double num(const std::string &key, double def) const {
-        int64_t id = gguf_find_key(g, key.c_str());
-        if (id < 0) return def;
-        switch (gguf_get_kv_type(g, id)) {
-            case GGUF_TYPE_UINT8: return gguf_get_val_u8(g, id);
-            case GGUF_TYPE_INT8: return gguf_get_val_i8(g, id);
-            case GGUF_TYPE_UINT16: return gguf_get_val_u16(g, id);
-            case GGUF_TYPE_INT16: return gguf_get_val_i16(g, id);
-            case GGUF_TYPE_UINT32: return gguf_get_val_u32(g, id);
-            case GGUF_TYPE_INT32: return gguf_get_val_i32(g, id);
-            case GGUF_TYPE_UINT64: return (double)gguf_get_val_u64(g, id);
-            case GGUF_TYPE_INT64: return (double)gguf_get_val_i64(g, id);
-            case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(g, id);
-            case GGUF_TYPE_FLOAT64: return gguf_get_val_f64(g, id);
-            default: return def;
-        }
+        const double v = file.real(key, def);
+        if (std::fabs(v) > (double)INT32_MAX) throw file.error("key " + key + " is out of range");
+        return v;
+    }
+    // a format error naming the file unless `ok`
+    void need(bool ok, const std::string &what) const {
+        if (!ok) throw file.error(what);
     }
 };
 
@@ -187,12 +177,11 @@ struct Builder {
         pending.push_back({t, std::move(read)});
         return t;
     }
-    static void expect(const ggml_tensor *t, std::vector<int64_t> ne) {
+    void expect(const ggml_tensor *t, std::vector<int64_t> ne) const {
         for (size_t i = 0; i < 4; i++) {
             int64_t want = i < ne.size() ? ne[i] : 1;
-            if (t->ne[i] != want) {
-                throw Error(KZ_ERR_FORMAT, std::string("tensor ") + t->name + " has an unexpected shape");
-            }
+            L.need(t->ne[i] == want, std::string("tensor ") + t->name + " has shape " + kz::shape_str(t->ne, GGML_MAX_DIMS) +
+                                         ", expected " + kz::shape_str(ne.data(), (int)ne.size()));
         }
     }
     // a tensor copied as is (F32 unless told)
@@ -210,6 +199,7 @@ struct Builder {
     // torch Conv1d weight [cout, cin, k] (ggml ne [k, cin, cout]) -> [cin*k, cout], row j*cin + c
     Conv conv(const std::string &name, int dil, ggml_type type) {
         ggml_tensor *s = L.src(name + ".weight");
+        L.need(s->ne[3] == 1, name + ".weight must be [k, cin, cout]");
         Conv c;
         c.k = (int)s->ne[0];
         c.cin = (int)s->ne[1];
@@ -229,6 +219,7 @@ struct Builder {
     // torch ConvTranspose1d weight [cin, cout, k] (ggml ne [k, cout, cin]) -> [cin, k*cout], row j*cout + c
     TConv tconv(const std::string &name, int stride) {
         ggml_tensor *s = L.src(name + ".weight");
+        L.need(s->ne[3] == 1, name + ".weight must be [k, cout, cin]");
         TConv c;
         c.k = (int)s->ne[0];
         c.cout = (int)s->ne[1];
@@ -258,24 +249,20 @@ int count_blocks(const Loader &L, const char *fmt) {
 }
 
 void load_model(Model &m, const char *path, ggml_type fast) {
-    Loader L;
-    L.path = path;
-    L.f = std::fopen(path, "rb");
-    if (!L.f) throw Error(KZ_ERR_IO, std::string("cannot open ") + path);
-    char magic[4] = {0, 0, 0, 0};
-    if (std::fread(magic, 1, 4, L.f) != 4 || std::memcmp(magic, "GGUF", 4) != 0)
-        throw Error(KZ_ERR_FORMAT, std::string("not a GGUF file: ") + path);
-    gguf_init_params gp = {true, &L.meta};
-    L.g = gguf_init_from_file(path, gp);
-    if (!L.g) throw Error(KZ_ERR_FORMAT, std::string("cannot parse GGUF file ") + path);
-
+    Loader L(path);
     const std::string W = "a.gen.wav.";
+    for (ggml_tensor *t = ggml_get_first_tensor(L.file.meta()); t; t = ggml_get_next_tensor(L.file.meta(), t)) {
+        L.need(std::strncmp(t->name, W.c_str(), W.size()) != 0 || kz::can_dequantize(t->type),
+               std::string("tensor ") + t->name + " has unsupported type " + ggml_type_name(t->type));
+    }
     Hparams &hp = m.hp;
     ggml_tensor *cbf = L.src(W + "quant.first.codebook.weight");
     ggml_tensor *cbr = L.src(W + "quant.rest.codebook.weight");
     hp.cb_dim = (int)cbf->ne[0];
     hp.cb_size_first = (int)cbf->ne[1];
     hp.cb_size_rest = (int)cbr->ne[1];
+    L.need(cbr->ne[0] == hp.cb_dim && cbr->ne[2] < KZ_MAX_CODEBOOKS && cbr->ne[3] == 1,
+           "codebooks: quant.rest.codebook.weight has shape " + kz::shape_str(cbr->ne, GGML_MAX_DIMS));
     hp.n_codebooks = 1 + (int)cbr->ne[2];
     ggml_tensor *of = L.src(W + "quant.first.out_proj.weight");
     hp.codebook_dim = (int)of->ne[1];
@@ -294,14 +281,19 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         throw Error(KZ_ERR_FORMAT, "attention width is not a multiple of head_dim");
     hp.n_head = (int)(q0->ne[1] / hp.head_dim);
     hp.n_head_kv = (int)(k0->ne[1] / hp.head_dim);
-    if (hp.n_head % hp.n_head_kv) throw Error(KZ_ERR_FORMAT, "n_head is not a multiple of n_head_kv");
+    L.need(hp.n_head_kv >= 1 && hp.n_head % hp.n_head_kv == 0, "n_head is not a multiple of n_head_kv");
+    L.need(hp.head_dim % 2 == 0, "head_dim " + std::to_string(hp.head_dim) + " is odd (rotary pairs)");
+    L.need((int)L.num("kazetts.wav.num_hidden_layers", hp.n_layer) == hp.n_layer,
+           std::to_string(hp.n_layer) + " codec transformer layers in the file, kazetts.wav.num_hidden_layers says otherwise");
     hp.eps = (float)L.num("kazetts.wav.rms_norm_eps", 1e-5);
     hp.rope_theta = (float)L.num("kazetts.wav.rope_theta", 10000.0);
     hp.window = (int)L.num("kazetts.wav.sliding_window", 72);
     hp.sample_rate = (int)L.num("kazetts.wav.output_sample_rate", 24000);
-    if (hp.window < 1) throw Error(KZ_ERR_FORMAT, "bad sliding_window");
+    L.need(hp.window >= 1 && hp.window <= kMaxWindow, "sliding_window must be in 1.." + std::to_string(kMaxWindow));
+    L.need(hp.eps > 0.0f && hp.rope_theta > 0.0f && hp.sample_rate > 0, "rms_norm_eps, rope_theta and output_sample_rate must be positive");
 
-    ggml_init_params ip_ = {ggml_tensor_overhead() * 1024, nullptr, true};
+    // every weight made below stands for one tensor of the file
+    ggml_init_params ip_ = {ggml_tensor_overhead() * (size_t)(gguf_get_n_tensors(L.file.gguf()) + 1), nullptr, true};
     m.ctx = ggml_init(ip_);
     if (!m.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
     Builder B{m, L, fast, {}};
@@ -339,16 +331,21 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     }
     int n_up = count_blocks(L, "a.gen.wav.up.blk.%d.conv.weight");
     hp.up_factor = 1;
+    int ch = hp.latent;  // channels flowing into the next block: every block checks it takes them
     for (int i = 0; i < n_up; i++) {
         std::string p = W + "up.blk." + std::to_string(i) + ".";
         UpBlock u;
         int stride = (int)L.src(p + "conv.weight")->ne[0];  // kernel == stride
         u.conv = B.tconv(p + "conv", stride);
+        L.need(u.conv.cin == ch, p + "conv takes " + std::to_string(u.conv.cin) + " channels, gets " + std::to_string(ch));
+        L.need(hp.up_factor <= kMaxSamplesPerFrame / stride, "upsampling factors multiply past " + std::to_string(kMaxSamplesPerFrame));
         hp.up_factor *= stride;
         const int64_t C = u.conv.cout;
+        ch = u.conv.cout;
         ggml_tensor *dw = L.src(p + "dwconv.weight");
         u.dw_k = (int)dw->ne[0];
-        Builder::expect(dw, {u.dw_k, 1, C});
+        L.need(u.dw_k >= 2, p + "dwconv kernel must be >= 2");
+        B.expect(dw, {u.dw_k, 1, C});
         const int dw_k = u.dw_k;
         u.dw_w = B.make(p + "dwconv.weight", GGML_TYPE_F32, {C, dw_k}, [&L, dw, C, dw_k] {
             std::vector<float> w = L.read(dw), t(w.size());
@@ -367,10 +364,16 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         u.gamma = B.vec(p + "gamma", C);
         m.up.push_back(u);
     }
-    m.entry = B.conv(W + "dac.entry", 1, fast);
+    // a conv taking `ch` channels; `same`: giving as many (a residual branch)
+    auto chained = [&](const Conv &c, const std::string &name, bool same) {
+        L.need(c.cin == ch && (!same || c.cout == ch), name + " maps " + std::to_string(c.cin) + " -> " +
+                                                          std::to_string(c.cout) + " channels, gets " + std::to_string(ch));
+        return c;
+    };
+    m.entry = chained(B.conv(W + "dac.entry", 1, fast), "dac.entry", false);
     int n_dac = count_blocks(L, "a.gen.wav.dac.blk.%d.conv.weight");
     int total = hp.up_factor;
-    int ch = m.entry.cout;
+    ch = m.entry.cout;
     for (int i = 0; i < n_dac; i++) {
         std::string p = W + "dac.blk." + std::to_string(i) + ".";
         DacBlock d;
@@ -378,6 +381,8 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         int k = (int)L.src(p + "conv.weight")->ne[0];
         if (k % 2) throw Error(KZ_ERR_FORMAT, p + "conv: odd ConvTranspose kernel");
         d.conv = B.tconv(p + "conv", k / 2);
+        L.need(d.conv.cin == ch, p + "conv takes " + std::to_string(d.conv.cin) + " channels, gets " + std::to_string(ch));
+        L.need(total <= kMaxSamplesPerFrame / d.conv.s, "upsampling factors multiply past " + std::to_string(kMaxSamplesPerFrame));
         total *= d.conv.s;
         ch = d.conv.cout;
         const int dil[3] = {1, 3, 9};
@@ -385,17 +390,18 @@ void load_model(Model &m, const char *path, ggml_type fast) {
             std::string q = p + "res." + std::to_string(r) + ".";
             ResUnit u;
             u.act1 = B.snake(q + "act1", ch);
-            u.conv1 = B.conv(q + "conv1", dil[r], fast);
+            u.conv1 = chained(B.conv(q + "conv1", dil[r], fast), q + "conv1", true);
             u.act2 = B.snake(q + "act2", ch);
-            u.conv2 = B.conv(q + "conv2", 1, fast);
+            u.conv2 = chained(B.conv(q + "conv2", 1, fast), q + "conv2", true);
             d.res.push_back(u);
         }
         m.dac.push_back(d);
     }
     m.post_snake = B.snake(W + "dac.post_snake", ch);
-    m.post_conv = B.conv(W + "dac.post_conv", 1, GGML_TYPE_F32);
+    m.post_conv = chained(B.conv(W + "dac.post_conv", 1, GGML_TYPE_F32), "dac.post_conv", false);
     if (m.post_conv.cout != 1) throw Error(KZ_ERR_FORMAT, "post_conv must have one output channel");
     hp.samples_per_frame = total;
+    m.graph_size = graph_size(hp, n_up, n_dac);
 
     m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec weights");
@@ -558,6 +564,8 @@ struct Graph {
     }
 
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
+        // im2col_op reads cin values from every row of x and of the context (the loader's chain checks)
+        if (x->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
         const int64_t T = x->ne[1];
         const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
         if (Lc == 0) return ggml_add(ctx, mm(c.w, x), c.b);
@@ -724,7 +732,7 @@ struct Graph {
         x = conv(snake(x, m.post_snake, m.post_conv.w->type), m.post_conv);
         wav = ggml_clamp(ctx, x, -1.0f, 1.0f);
         ggml_set_output(wav);
-        ggml_cgraph *gf = ggml_new_graph_custom(ctx, kGraphSize, false);
+        ggml_cgraph *gf = ggml_new_graph_custom(ctx, m.graph_size, false);
         ggml_build_forward_expand(gf, wav);
         ggml_build_forward_expand(gf, quantized);
         ggml_build_forward_expand(gf, upsample);
@@ -883,7 +891,8 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
     if (out) *out = nullptr;
     return kz::run_guarded([&] {
         if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
-        if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
         if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight type " + std::to_string(weights));
         const ggml_type fast = weights == KZ_CODEC_WEIGHTS_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
@@ -894,9 +903,10 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
         if (!c->backend) throw Error(KZ_ERR_NO_MEMORY, "cannot create the CPU backend");
         c->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
         if (!c->galloc) throw Error(KZ_ERR_NO_MEMORY, "cannot create the graph allocator");
-        c->graph_mem.resize(ggml_tensor_overhead() * kGraphSize + ggml_graph_overhead_custom(kGraphSize, false));
+        const int n = c->model.graph_size;
+        c->graph_mem.resize(ggml_tensor_overhead() * (size_t)n + ggml_graph_overhead_custom(n, false));
         *out = c.release();
-    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
+    }, [&](const char *message) { kz::write_error(err, err_len, kz::about_file(mmproj_path, message)); }, KZ_ERR_FORMAT);
 }
 
 void kz_codec_free(kz_codec *codec) { delete codec; }
@@ -923,7 +933,8 @@ int kz_codec_dim(const kz_codec *c, int which) {
 int kz_codec_set_threads(kz_codec *c, int n_threads) {
     if (!c) return KZ_ERR_INVALID_ARGUMENT;
     return guarded(c, [&] {
-        if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
         c->n_threads = n_threads;
     });
 }
@@ -931,7 +942,7 @@ int kz_codec_set_threads(kz_codec *c, int n_threads) {
 int kz_codec_set_max_chunk(kz_codec *c, int n_frames) {
     if (!c) return KZ_ERR_INVALID_ARGUMENT;
     return guarded(c, [&] {
-        if (n_frames < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be >= 1");
+        if (n_frames < 1 || n_frames > kMaxChunk) throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be in 1.." + std::to_string(kMaxChunk));
         c->max_chunk = n_frames;
     });
 }

@@ -1,10 +1,19 @@
 // Shared C ABI helpers (see include/kazetts/common.h).
+// 64-bit file offsets (off_t, fseeko, ftello) on 32-bit targets too (armv7 Android): model
+// files pass 2 GiB. Only this file does file I/O.
+#define _FILE_OFFSET_BITS 64
 #include "kazetts/common.h"
 
 #include "common_internal.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -29,6 +38,11 @@ const char *kz_status_name(int status) {
 
 namespace kz {
 
+std::string about_file(const char *path, const std::string &message) {
+    if (!path || !*path || message.find(path) != std::string::npos) return message;
+    return std::string(path) + ": " + message;
+}
+
 void write_error(char *buf, size_t len, const std::string &message) {
     if (buf != nullptr && len > 0) {
         std::snprintf(buf, len, "%s", message.c_str());
@@ -47,3 +61,119 @@ void kz::advise_huge_pages(void *base, size_t size) {
     (void)size;
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------
+// GGUF files
+// ---------------------------------------------------------------------------------------------
+
+namespace kz {
+
+GgufFile::GgufFile(const char *path, bool meta) : path_(path ? path : "") {
+    if (!path) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path");
+    f_ = std::fopen(path, "rb");
+    if (!f_) throw error(std::string("cannot open: ") + std::strerror(errno), KZ_ERR_IO);
+    if (fseeko(f_, 0, SEEK_END) != 0) throw error("cannot seek", KZ_ERR_IO);
+    const off_t end = ftello(f_);
+    if (end < 0) throw error("cannot tell its size", KZ_ERR_IO);
+    size_ = (uint64_t)end;
+    char magic[4] = {0, 0, 0, 0};
+    if (fseeko(f_, 0, SEEK_SET) != 0 || std::fread(magic, 1, 4, f_) != 4 || std::memcmp(magic, "GGUF", 4) != 0) {
+        throw error("not a GGUF file");
+    }
+    gguf_init_params gp{true, meta ? &meta_ : nullptr};
+    g_ = gguf_init_from_file(path, gp);
+    if (!g_) throw error("not a valid GGUF file (or truncated header)");
+    const uint64_t data = gguf_get_data_offset(g_);
+    for (int64_t i = 0; i < gguf_get_n_tensors(g_); i++) {
+        const std::string name = gguf_get_tensor_name(g_, i);
+        const uint64_t off = gguf_get_tensor_offset(g_, i), nbytes = gguf_get_tensor_size(g_, i);
+        if (data > size_ || off > size_ - data || nbytes > size_ - data - off) {
+            throw error("tensor " + name + " lies past the end of the file (truncated?)");
+        }
+        const int64_t *ne = gguf_get_tensor_ne(g_, i);
+        for (int d = 0; d < GGML_MAX_DIMS; d++) {
+            if (ne[d] < 1 || ne[d] > INT_MAX) throw error("tensor " + name + " has shape " + shape_str(ne, GGML_MAX_DIMS));
+        }
+    }
+}
+
+GgufFile::~GgufFile() {
+    if (meta_) ggml_free(meta_);
+    if (g_) gguf_free(g_);
+    if (f_) std::fclose(f_);
+}
+
+Error GgufFile::error(const std::string &what, int status) const { return Error(status, path_ + ": " + what); }
+
+int64_t GgufFile::find(const std::string &name, bool required, const std::string &hint) const {
+    const int64_t id = gguf_find_tensor(g_, name.c_str());
+    if (id < 0 && required) throw error("tensor " + name + " is missing" + hint);
+    return id;
+}
+
+std::vector<uint8_t> GgufFile::read(int64_t id) const {
+    const uint64_t off = (uint64_t)gguf_get_data_offset(g_) + gguf_get_tensor_offset(g_, id);  // checked on open
+    const size_t nbytes = gguf_get_tensor_size(g_, id);
+    std::vector<uint8_t> buf(nbytes);
+    if (off > (uint64_t)std::numeric_limits<off_t>::max() || fseeko(f_, (off_t)off, SEEK_SET) != 0 ||
+        std::fread(buf.data(), 1, nbytes, f_) != nbytes) {
+        throw error(std::string("cannot read tensor ") + gguf_get_tensor_name(g_, id), KZ_ERR_IO);
+    }
+    return buf;
+}
+
+double GgufFile::real(const std::string &key, double fallback) const {
+    const int64_t id = gguf_find_key(g_, key.c_str());
+    if (id < 0) return fallback;
+    double v;
+    switch (gguf_get_kv_type(g_, id)) {
+        case GGUF_TYPE_UINT8: v = gguf_get_val_u8(g_, id); break;
+        case GGUF_TYPE_INT8: v = gguf_get_val_i8(g_, id); break;
+        case GGUF_TYPE_UINT16: v = gguf_get_val_u16(g_, id); break;
+        case GGUF_TYPE_INT16: v = gguf_get_val_i16(g_, id); break;
+        case GGUF_TYPE_UINT32: v = gguf_get_val_u32(g_, id); break;
+        case GGUF_TYPE_INT32: v = gguf_get_val_i32(g_, id); break;
+        case GGUF_TYPE_UINT64: v = (double)gguf_get_val_u64(g_, id); break;
+        case GGUF_TYPE_INT64: v = (double)gguf_get_val_i64(g_, id); break;
+        case GGUF_TYPE_FLOAT32: v = gguf_get_val_f32(g_, id); break;
+        case GGUF_TYPE_FLOAT64: v = gguf_get_val_f64(g_, id); break;
+        default: throw error("key " + key + " is not a number");
+    }
+    if (!std::isfinite(v)) throw error("key " + key + " is not a finite number");
+    return v;
+}
+
+int64_t GgufFile::integer(const std::string &key, int64_t fallback, int64_t lo, int64_t hi) const {
+    const int64_t id = gguf_find_key(g_, key.c_str());
+    if (id < 0) return fallback;
+    const gguf_type t = gguf_get_kv_type(g_, id);
+    if (t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64) throw error("key " + key + " is not an integer");
+    int64_t v;
+    if (t == GGUF_TYPE_INT64) {
+        v = gguf_get_val_i64(g_, id);
+    } else if (t == GGUF_TYPE_UINT64) {
+        v = (int64_t)std::min<uint64_t>(gguf_get_val_u64(g_, id), (uint64_t)INT64_MAX);
+    } else {
+        v = (int64_t)real(key, 0.0);  // the 8- to 32-bit integers, exact in a double (real() rejects non-numbers)
+    }
+    if (v < lo || v > hi) {
+        throw error("key " + key + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]");
+    }
+    return v;
+}
+
+std::string shape_str(const int64_t *ne, int n) {
+    std::string s = "[";
+    for (int i = 0; i < n; i++) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+bool can_dequantize(ggml_type t) {
+    if (t == GGML_TYPE_F32) return true;
+    if ((int)t < 0 || t >= GGML_TYPE_COUNT) return false;
+    const ggml_type_traits *tr = ggml_get_type_traits(t);
+    return tr && tr->to_float != nullptr && tr->blck_size > 0;
+}
+
+}  // namespace kz

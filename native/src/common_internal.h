@@ -2,13 +2,21 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "ggml.h"
+#include "gguf.h"
 #include "kazetts/common.h"
 
 #define KZ_ABI_VERSION 3
+
+// Most codebooks a model may have (Qwen3-TTS has 16): bounds the per-codebook graphs and loops.
+#define KZ_MAX_CODEBOOKS 64
 
 namespace kz {
 
@@ -17,6 +25,51 @@ struct Error : std::runtime_error {
     int status;
     Error(int s, const std::string &message) : std::runtime_error(message), status(s) {}
 };
+
+// A GGUF opened for loading: ggml's parse of its header (tensor data not read) and the open file.
+// Opening checks what a stage relies on before it reads any size from the table: every tensor
+// lies inside the file (64-bit offsets, no overflow), has at least one element, a ggml type
+// and dimensions that fit an int. Errors name the file.
+class GgufFile {
+  public:
+    // `meta`: also create ggml tensors (shapes only) for the tensor table
+    GgufFile(const char *path, bool meta = false);
+    ~GgufFile();
+    GgufFile(const GgufFile &) = delete;
+    GgufFile &operator=(const GgufFile &) = delete;
+
+    gguf_context *gguf() const { return g_; }
+    ggml_context *meta() const { return meta_; }
+    const std::string &path() const { return path_; }
+    uint64_t size() const { return size_; }
+
+    // the id of a tensor, or -1 when it is absent and not `required` (else a KZ_ERR_FORMAT)
+    int64_t find(const std::string &name, bool required = true, const std::string &hint = "") const;
+    // raw bytes of a tensor as stored
+    std::vector<uint8_t> read(int64_t id) const;
+    // a numeric key (`fallback` when absent); KZ_ERR_FORMAT when it is not a finite number
+    double real(const std::string &key, double fallback) const;
+    // an integer key in [lo, hi] (`fallback` when absent); KZ_ERR_FORMAT otherwise
+    int64_t integer(const std::string &key, int64_t fallback, int64_t lo, int64_t hi) const;
+    // an error about this file
+    Error error(const std::string &what, int status = KZ_ERR_FORMAT) const;
+
+  private:
+    std::string path_;
+    FILE *f_ = nullptr;
+    gguf_context *g_ = nullptr;
+    ggml_context *meta_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+// "[a, b, c]"
+std::string shape_str(const int64_t *ne, int n);
+
+// Whether ggml can turn a tensor of this type into F32 rows (what every stage does on load).
+bool can_dequantize(ggml_type t);
+
+// A loader's error message naming its file: `message` as is when it does, else "path: message".
+std::string about_file(const char *path, const std::string &message);
 
 // Copies a message into a caller-owned buffer (truncated, always NUL-terminated).
 void write_error(char *buf, size_t len, const std::string &message);
