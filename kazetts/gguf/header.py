@@ -75,6 +75,12 @@ class GGUFHeader:
         block, size = gguf.GGML_QUANT_SIZES[ty]
         return int(np.prod([int(x) for x in shape])) // block * size
 
+    def values(self, name: str) -> np.ndarray:
+        """All of a tensor's values, dequantized, as float32 [n] (ggml order: ne0 fastest)."""
+        raw = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
+                        shape=(self.nbytes(name),))
+        return _to_float32(np.asarray(raw), self.tensors[name][1]).reshape(-1)
+
     def rows(self, name: str, ids) -> np.ndarray:
         """Rows of a 2-D tensor (ggml ne = [row_len, n_rows]) as float32 [len(ids), row_len]."""
         shape, ty = self.tensors[name]
@@ -85,9 +91,13 @@ class GGUFHeader:
         row_bytes = int(shape[0]) // block * size
         table = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
                           shape=(int(shape[1]), row_bytes))
-        raw = np.asarray(table[ids])
-        if ty == gguf.GGMLQuantizationType.F32:
-            return raw.view(np.float32).reshape(len(ids), -1).copy()
-        if ty == gguf.GGMLQuantizationType.F16:
-            return raw.view(np.float16).astype(np.float32).reshape(len(ids), -1)
-        return np.asarray(dequantize(raw, ty), dtype=np.float32).reshape(len(ids), -1)
+        return _to_float32(np.asarray(table[ids]), ty).reshape(len(ids), -1)
+
+
+def _to_float32(raw: np.ndarray, ty) -> np.ndarray:
+    """Bytes of ggml type `ty` as float32 values (a copy)."""
+    if ty == gguf.GGMLQuantizationType.F32:
+        return raw.view(np.float32).copy()
+    if ty == gguf.GGMLQuantizationType.F16:
+        return raw.view(np.float16).astype(np.float32)
+    return np.asarray(dequantize(raw, ty), dtype=np.float32)
