@@ -1,10 +1,11 @@
-"""Command line: ``kazetts convert|quantize|info|say|voices|validate`` (``kazetts -h``)."""
+"""Command line: ``kazetts convert|quantize|info|say|voices|validate|enroll`` (``kazetts -h``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from kazetts.cli import enroll as cli_enroll
 from kazetts.cli import say as cli_say
 
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("files", nargs="+", help="GGUF file(s)")
     i.set_defaults(func=_info)
     cli_say.register(sub)
+    cli_enroll.register(sub)
     return p
 
 
