@@ -110,3 +110,15 @@ def test_a_model_without_speaker_encoder_is_a_clear_error(tiny_gguf):
         SpeakerEncoder(mmproj)
     with pytest.raises(ValueError, match="no speaker encoder"):
         fingerprint(mmproj)
+
+
+def test_a_llama_cpp_made_mmproj_gives_the_same_x_vector(ref_python, tiny_checkpoint, tiny_gguf, tmp_path):
+    """llama.cpp's own converter writes the same a.* / mm.a.fc tensors (without kazetts' keys):
+    same x-vector, same fingerprint, so voices carry over."""
+    result = run_script(ref_python, "llama_cpp_convert.py", tiny_checkpoint("tiny", "base"), tmp_path, "--type", "f32")
+    assert result.returncode == 0, result.stderr[-3000:]
+    ours = tiny_gguf("tiny", "base", "f32")[1]
+    log_mel = np.random.default_rng(3).standard_normal((120, 128)).astype(np.float32)
+    theirs = SpeakerEncoder(tmp_path / "mmproj-f32.gguf").encode(log_mel)
+    assert relative(theirs, SpeakerEncoder(ours).encode(log_mel)) <= 1e-6
+    assert fingerprint(tmp_path / "mmproj-f32.gguf") == fingerprint(ours)
