@@ -15,4 +15,8 @@ def __getattr__(name):
         from kazetts.engine import tts
 
         return getattr(tts, name)
+    if name == "Voice":
+        from kazetts.engine.voice import Voice
+
+        return Voice
     raise AttributeError(f"module 'kazetts' has no attribute {name!r}")

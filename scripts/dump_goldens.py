@@ -100,6 +100,43 @@ def reference_tokenize(processor, text: str):
     return ids if ids.dim() == 2 else ids.unsqueeze(0)
 
 
+def voice_clone(model, codec, processor, checkpoint: pathlib.Path, case: goldens.Case, dumps: pathlib.Path,
+                arrays: dict) -> np.ndarray:
+    """Clones the case's recording through the reference's own API: Qwen3TTSModel's
+    create_voice_clone_prompt (audio loading, resampling, x-vector, codec-encoder codes) and
+    generate_voice_clone. Records the x-vector (and the reference codes for ICL); returns the codes."""
+    import torch
+    from transformers import AutoFeatureExtractor
+    from qwen_tts.inference.qwen3_tts_model import Qwen3TTSModel
+    from qwen_tts.inference.qwen3_tts_tokenizer import Qwen3TTSTokenizer
+
+    tokenizer = Qwen3TTSTokenizer()  # what Qwen3TTSTokenizer.from_pretrained builds, around our strict load
+    tokenizer.model, tokenizer.config, tokenizer.device = codec, codec.config, torch.device("cpu")
+    tokenizer.feature_extractor = AutoFeatureExtractor.from_pretrained(checkpoint / "speech_tokenizer")
+    model.load_speech_tokenizer(tokenizer)
+    tts = Qwen3TTSModel(model, processor)
+    recording = goldens.RECORDINGS[case.ref_audio]
+    items = tts.create_voice_clone_prompt(ref_audio=str(goldens.recording_path(dumps, case.ref_audio)),
+                                          ref_text=None if case.x_vector_only else recording.text,
+                                          x_vector_only_mode=case.x_vector_only)
+    arrays["xvector"] = items[0].ref_spk_embedding.numpy().astype(np.float32)
+    if items[0].ref_code is not None:
+        arrays["ref_codes"] = items[0].ref_code.numpy().astype(np.int32)
+    generated = {}
+    generate = model.generate
+
+    def keep_codes(*args, **kwargs):
+        out = generate(*args, **kwargs)
+        generated["codes"] = out[0][0]
+        return out
+
+    model.generate = keep_codes
+    tts.generate_voice_clone(case.text, language=case.language, voice_clone_prompt=items,
+                             non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
+                             do_sample=False, subtalker_dosample=False)
+    return generated["codes"].numpy().astype(np.int32)
+
+
 def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path) -> dict:
     import torch
     from transformers import AutoTokenizer
@@ -131,11 +168,14 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
                                         "icl_mode": [False], "ref_code": None}
     recorder = Recorder(model, codec)
     torch.manual_seed(0)
-    codes_list, _ = model.generate(
-        input_ids=[text_ids], languages=[case.language], speakers=[case.speaker],
-        non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
-        do_sample=False, subtalker_dosample=False, **kwargs)
-    codes = codes_list[0].numpy().astype(np.int32)
+    if case.ref_audio is not None:
+        codes = voice_clone(model, codec, processor, checkpoint, case, REPO / "dumps", arrays)
+    else:
+        codes_list, _ = model.generate(
+            input_ids=[text_ids], languages=[case.language], speakers=[case.speaker],
+            non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
+            do_sample=False, subtalker_dosample=False, **kwargs)
+        codes = codes_list[0].numpy().astype(np.int32)
     calls = recorder.calls
     n_frames, n_calls = codes.shape[0], len(calls["logits"])
     arrays.update({
@@ -169,6 +209,11 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
         "versions": _versions(),
         "machine": {"cpu": cpu_model(), "arch": platform.machine()},
     }
+    if case.ref_audio is not None:
+        path = goldens.recording_path(REPO / "dumps", case.ref_audio)
+        manifest["ref_audio"] = {"file": path.name, "sha256": goldens.sha256_file(path),
+                                 "text": goldens.RECORDINGS[case.ref_audio].text}
+        manifest["settings"]["api"] = "Qwen3TTSModel.generate_voice_clone"
     goldens.save_case(out_dir / case.name, manifest, arrays)
     return manifest
 

@@ -100,3 +100,20 @@ def edited(layout, edit, path: pathlib.Path) -> pathlib.Path:
     copy = layout.copy()
     edit(copy)
     return copy.write(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_tts(tiny_gguf):
+    """Loads (once per session) kazetts.TTS on a converted tiny checkpoint, F32 codec: tiny_tts(preset, type, seed)."""
+    from kazetts.engine.tts import TTS
+
+    built: dict = {}
+
+    def get(preset: str = "tiny", model_type: str = "custom_voice", seed: int = 0):
+        key = (preset, model_type, seed)
+        if key not in built:
+            talker, mmproj = tiny_gguf(preset, model_type, "f32", seed)
+            built[key] = TTS(talker, mmproj, threads=2, codec_weights="f32")
+        return built[key]
+
+    return get

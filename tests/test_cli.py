@@ -73,3 +73,41 @@ def test_errors_are_one_line_and_exit_2(model_dir, tmp_path, args, message):
     result = kazetts(*args)
     assert result.returncode == 2 and message in result.stderr and b"Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def base_dir(tiny_gguf):
+    return tiny_gguf("tiny", "base", "f32")[0].parent
+
+
+def test_enroll_then_say_with_the_voice_equals_say_with_the_recording(base_dir, tmp_path):
+    from kazetts.validation import goldens
+
+    ref = goldens.recording_path(DUMPS, "en_16k")
+    voice = tmp_path / "me.voice"
+    result = kazetts("enroll", ref, "-o", voice, "--model", base_dir, "-v")
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"4.69 s reference, x-vector only, for a base model of hidden size 64" in result.stdout
+    assert b"speaker_encoder" in result.stdout and voice.is_file()
+    outs = []
+    for how in (["--voice", voice], ["--ref-audio", ref]):
+        out = tmp_path / f"{how[0][2:]}.wav"
+        said = kazetts("say", "Hello there.", "-o", out, "--model", base_dir, "--greedy", "--max-frames", "6", *how)
+        assert said.returncode == 0, said.stderr.decode()
+        outs.append(soundfile.read(out)[0])
+    assert len(outs[0]) >= 1920 and np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["enroll", "REF", "-o", "OUT.voice"], b"needs a Base model; this is a custom_voice model"),
+    (["say", "x", "-o", "OUT.wav", "--voice", "/nonexistent.voice"], b"voice file not found"),
+    (["say", "x", "-o", "OUT.wav", "--ref-audio", "REF"], b"voice cloning needs a Base model"),
+])
+def test_cloning_errors_are_one_line_and_exit_2(model_dir, tmp_path, args, message):
+    from kazetts.validation import goldens
+
+    args = [str(goldens.recording_path(DUMPS, "en_24k")) if a == "REF" else
+            str(tmp_path / a) if a.startswith("OUT.") else a for a in args]
+    result = kazetts(*args, "--model", model_dir)
+    assert result.returncode == 2 and message in result.stderr and b"Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not list(tmp_path.iterdir())

@@ -23,8 +23,38 @@ def dumps():
 
 
 def test_every_case_is_dumped_and_nothing_else():
-    on_disk = sorted(p.name for p in DUMPS.iterdir() if p.is_dir())
+    on_disk = sorted(p.name for p in DUMPS.iterdir() if p.is_dir() and p.name != goldens.RECORDINGS_DIR)
     assert on_disk == sorted(CASE_NAMES)
+
+
+def test_cloning_cases_name_the_committed_recording(dumps):
+    """A cloning golden records the sha256 of the reference it cloned; every recording is used."""
+    used = set()
+    for name, (manifest, arrays) in dumps.items():
+        case = goldens.CASES_BY_NAME[name]
+        if case.ref_audio is None:
+            assert "ref_audio" not in manifest
+            continue
+        used.add(case.ref_audio)
+        path = goldens.recording_path(DUMPS, case.ref_audio)
+        assert manifest["ref_audio"]["sha256"] == goldens.sha256_file(path), f"{path} changed: re-dump {name}"
+        assert arrays["xvector"].shape == (arrays["prompt_embeds"].shape[1],)
+    assert used == set(goldens.RECORDINGS)
+    on_disk = sorted(p.name for p in (DUMPS / goldens.RECORDINGS_DIR).iterdir())
+    assert on_disk == sorted(r.file for r in goldens.RECORDINGS.values())
+
+
+def test_recordings_have_their_rates_and_lengths():
+    """One at 24 kHz, others not; one longer than the codec encoder's 250-frame window at 25 Hz (10 s)."""
+    import soundfile
+
+    seconds = {}
+    for name, rec in goldens.RECORDINGS.items():
+        info = soundfile.info(str(goldens.recording_path(DUMPS, name)))
+        assert info.samplerate == rec.rate and info.channels == 1
+        seconds[name] = info.duration
+    assert {r.rate for r in goldens.RECORDINGS.values()} >= {24000, 16000}
+    assert max(seconds.values()) > 10 and all(s >= 3 for s in seconds.values())
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
@@ -94,6 +124,10 @@ def test_cases_cover_the_required_modes(dumps):
     assert any(c.speaker in ("eric", "dylan") for c in cases.values())
     assert any(c.model_type == "voice_design" and c.instruct for c in cases.values())
     assert any(c.model_type == "base" and c.xvector_seed is not None for c in cases.values())
+    clones = [c for c in cases.values() if c.ref_audio is not None]
+    assert {c.non_streaming for c in clones if c.x_vector_only} == {False, True}
+    assert any(c.preset == "tiny-proj" for c in clones)
+    assert any(goldens.RECORDINGS[c.ref_audio].rate != 24000 for c in clones)
     assert any(c.preset == "tiny-proj" for c in cases.values())
     stops = {manifest["stopped_by"] for manifest, _ in dumps.values()}
     assert stops == {"eos", "max_new_tokens"}

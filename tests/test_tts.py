@@ -9,23 +9,14 @@ import pytest
 
 from conftest import DUMPS, golden_request
 from kazetts.validation import goldens
-from kazetts.engine.tts import TTS, frame_budget
+from kazetts.engine.tts import frame_budget
 
 CASES = [case.name for case in goldens.CASES]
 
 
 @pytest.fixture(scope="module")
-def engines(tiny_gguf):
-    cache = {}
-
-    def get(preset="tiny", model_type="custom_voice", seed=0):
-        key = (preset, model_type, seed)
-        if key not in cache:
-            talker, mmproj = tiny_gguf(preset, model_type, "f32", seed)
-            cache[key] = TTS(talker, mmproj, threads=2, codec_weights="f32")
-        return cache[key]
-
-    return get
+def engines(tiny_tts):
+    return tiny_tts
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -1,4 +1,4 @@
-"""Command line: ``kazetts convert|quantize|info|say|voices|validate|serve`` (``kazetts -h``)."""
+"""Command line: ``kazetts convert|quantize|info|say|voices|validate|serve|enroll`` (``kazetts -h``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import sys
 
 from kazetts import __version__
+from kazetts.cli import enroll as cli_enroll
 from kazetts.cli import say as cli_say
 from kazetts.cli import serve as cli_serve
 from kazetts.gguf.errors import KazettsError
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=_info)
     cli_say.register(sub)
     cli_serve.register(sub)
+    cli_enroll.register(sub)
     return p
 
 

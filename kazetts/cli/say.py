@@ -40,7 +40,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"CPU threads per stage, 1..{MAX_THREADS} (default 2)")
 
 
-def _engine(args: argparse.Namespace, codec_weights: str):
+def engine(args: argparse.Namespace, codec_weights: str):
     from kazetts.engine.tts import TTS
     from kazetts.engine.model_files import find_model_files
 
@@ -80,9 +80,15 @@ def _say(args: argparse.Namespace) -> int:
     to_stdout = str(args.output) == "-"
     sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output))
     try:
-        tts = _engine(args, args.codec)
+        tts = engine(args, args.codec)
         options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
-                       seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming)
+                       seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming,
+                       ref_audio=args.ref_audio, ref_text=args.ref_text,
+                       x_vector_only=True if args.x_vector_only else None)
+        if args.voice:
+            from kazetts.engine.voice import Voice
+
+            options["voice"] = Voice.load(args.voice)
         timings: dict = {}
         progress = _Progress(sys.stderr.isatty() or args.verbose, sys.stderr.isatty())
         try:
@@ -201,7 +207,8 @@ def _voices(args: argparse.Namespace) -> int:
             dialect = voices.speaker_dialects.get(name)
             print(f"  {name}" + (f"  (speaks {dialect.replace('_', ' ')} with language chinese/auto)" if dialect else ""))
     else:
-        print("speakers:   none (" + ("pass a speaker embedding" if voices.model_type == "base" else "describe the voice with --instruct") + ")")
+        print("speakers:   none (" + ("clone one: kazetts enroll, then say --voice; or say --ref-audio"
+                                      if voices.model_type == "base" else "describe the voice with --instruct") + ")")
     print(f"instruct:   {'yes' if voices.supports_instruct else 'no'}")
     return 0
 
@@ -209,7 +216,7 @@ def _voices(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from kazetts.validation.validate import case_dirs, skip_reason, validate_case
 
-    tts = _engine(args, "f32")  # the exact path: the gates are the reference's tolerances
+    tts = engine(args, "f32")  # the exact path: the gates are the reference's tolerances
     quantized = not pathlib.Path(tts.talker.file.path).name.endswith("-f32.gguf")
     failed = 0
     print(f"{'case':24s} {'stage':11s} {'gate':5s} figures")
@@ -237,6 +244,10 @@ def register(sub) -> None:
     s.add_argument("--instruct", default=None, help="voice description (VoiceDesign, 1.7B CustomVoice)")
     s.add_argument("--speaker-embedding", default=None, help=".npy x-vector for Base models")
     s.add_argument("--seed", type=int_in(0, MAX_SEED), default=None, help=f"sampling seed, 0..{MAX_SEED}")
+    s.add_argument("--voice", default=None, help="cloned voice file from `kazetts enroll` (Base models)")
+    s.add_argument("--ref-audio", default=None, help="reference recording to clone on the fly (Base models)")
+    s.add_argument("--ref-text", default=None, help="the words said in --ref-audio (ICL cloning)")
+    s.add_argument("--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
     s.add_argument("--max-frames", type=int_in(1), default=None,
                    help="frame cap per text piece, >= 1 (default: from its length)")

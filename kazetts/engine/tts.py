@@ -3,6 +3,8 @@
     tts = kazetts.TTS(talker="...-talker-q8_0.gguf", mmproj="...-mmproj-q8_0.gguf", threads=2)
     result = tts.synthesize("Bonjour !", speaker="vivian", language="french")
     for chunk in tts.stream("Bonjour !", speaker="vivian", language="french"): ...
+    voice = tts.enroll("me.wav")                                     # Base models: voice cloning
+    result = tts.synthesize("Bonjour !", voice=voice)                # or ref_audio="me.wav"
 
 Every request is checked (text, speaker, language, instruct, speaker embedding, context size)
 and all its prompts are built before any compute. Long text is split into pieces (whole
@@ -30,15 +32,19 @@ from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, Prompt, build_prompt, chat_text, instruct_text
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
 from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
+from kazetts.engine.voice import ModelFingerprint, Voice, enroll
 
 FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
+NO_CODEC_ENCODER = ("this build/model has no codec encoder: ICL cloning needs the reference's codec codes "
+                    "(a codec encoder in the mmproj) and its transcript; use x_vector_only=True")
 
 
 def frame_budget(n_text_tokens: int) -> int:
@@ -84,7 +90,7 @@ class TTS:
         threads = check_int("threads", threads, 1, MAX_THREADS)
         self._lock = threading.Lock()
         self._closed = False
-        self.talker = self.code_predictor = self.codec = None
+        self.talker = self.code_predictor = self.codec = self._speaker_encoder = None
         try:
             self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
             self.code_predictor = CodePredictor(mmproj, threads=threads)
@@ -95,6 +101,8 @@ class TTS:
             raise
         self.voices = self.talker.file.voices
         self.sample_rate = self.codec.sample_rate
+        self.mmproj, self.threads = str(mmproj), threads
+        self._fingerprint: ModelFingerprint | None = None
 
     def _check_files_match(self, mmproj) -> None:
         """The talker and the mmproj come from one model (their widths and vocabularies agree)."""
@@ -116,7 +124,7 @@ class TTS:
                 self._lock.release()
 
     def _free(self) -> None:
-        for stage in (self.codec, self.code_predictor, self.talker):
+        for stage in (self.codec, self.code_predictor, self.talker, self._speaker_encoder):
             if stage is not None:
                 stage.close()
 
@@ -137,6 +145,75 @@ class TTS:
     @property
     def model_type(self) -> str:
         return self.voices.model_type
+
+    # -- voice cloning (Base models) ------------------------------------------------------------
+    @property
+    def has_codec_encoder(self) -> bool:
+        """Whether ICL cloning is possible (the codec encoder is not in this build yet)."""
+        return self._codec_encoder() is not None
+
+    def _codec_encoder(self):
+        """The codec encoder that gives a reference its codes (ICL), or None."""
+        return None
+
+    def _require_base(self) -> None:
+        if self.model_type != "base":
+            raise ValueError(f"voice cloning needs a Base model; this is a {self.model_type} model "
+                             "(it speaks with speaker= or instruct=)")
+
+    @property
+    def speaker_encoder(self) -> SpeakerEncoder:
+        self._require_base()
+        if self._speaker_encoder is None:
+            self._speaker_encoder = SpeakerEncoder(self.mmproj, threads=self.threads)
+        return self._speaker_encoder
+
+    @property
+    def model_fingerprint(self) -> ModelFingerprint:
+        """What a voice must have been made for to be used with this model."""
+        self._require_base()
+        if self._fingerprint is None:
+            self._fingerprint = ModelFingerprint(self.model_type, self.talker.hidden_size, fingerprint(self.mmproj))
+        return self._fingerprint
+
+    def enroll(self, ref_audio, ref_text: str | None = None, timings: dict | None = None) -> Voice:
+        """A reusable Voice from a reference recording: a path (WAV, FLAC, OGG ...) or
+        (array, sample_rate). With `ref_text` (its transcript) and a codec encoder the voice
+        also holds the reference codes that ICL cloning needs."""
+        self._require_base()
+        return enroll(self.speaker_encoder, self.model_fingerprint, ref_audio, ref_text,
+                      codec_encoder=self._codec_encoder() if ref_text else None, timings=timings)
+
+    def _clone(self, voice: Voice | None, ref_audio, ref_text: str | None, x_vector_only: bool | None,
+               speaker, speaker_embedding) -> np.ndarray | None:
+        """The speaker row a cloning request gives (None when it is not one). x_vector_only None:
+        ICL when there is a reference text, else x-vector only."""
+        if voice is None and ref_audio is None:
+            if ref_text is not None or x_vector_only is not None:
+                raise ValueError("ref_text and x_vector_only need a voice= or ref_audio= to clone")
+            return None
+        if voice is not None and ref_audio is not None:
+            raise ValueError("give either a voice or a ref_audio, not both")
+        if speaker or speaker_embedding is not None:
+            raise ValueError("a cloned voice replaces speaker= and speaker_embedding=: give only one of them")
+        self._require_base()
+        if voice is None:
+            voice = self.enroll(ref_audio, ref_text if x_vector_only is not True else None)
+        else:
+            if not isinstance(voice, Voice):
+                raise ValueError(f"voice must be a kazetts.Voice (see TTS.enroll, Voice.load), got {type(voice).__name__}")
+            if ref_text is not None:
+                raise ValueError("a voice carries its own ref_text: enroll it with the text instead")
+            self.model_fingerprint.check(voice.model)
+        icl = x_vector_only is False or (x_vector_only is None and bool(voice.ref_text))
+        if icl:
+            if not voice.ref_text:
+                raise ValueError("ICL cloning (x_vector_only=False) needs ref_text, the words said in the reference")
+            if voice.ref_codes is None:
+                raise ValueError(NO_CODEC_ENCODER)
+            # hook for ICL: the reference text and codes go into the prompt with the codec encoder's half
+            raise ValueError("ICL cloning is not in this build yet (the voice has reference codes); use x_vector_only=True")
+        return voice.x_vector
 
     # -- requests -------------------------------------------------------------------------------
     def _prompts(self, text: str, speaker, language, instruct, speaker_embedding, text_streaming,
@@ -169,16 +246,22 @@ class TTS:
     def stream(self, text: str, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
                speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
                seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
-               timings: dict | None = None, codes_out: list | None = None,
+               voice: Voice | None = None, ref_audio=None, ref_text: str | None = None,
+               x_vector_only: bool | None = None, timings: dict | None = None, codes_out: list | None = None,
                stopped_by: list | None = None) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
+
+        Base models clone a voice: `voice` (from enroll / Voice.load) or `ref_audio` (a path or
+        (array, sample_rate), enrolled on the fly) with an optional `ref_text`; x_vector_only
+        True is x-vector cloning, False ICL, None ICL when there is a reference text.
 
         The whole request is checked (ValueError) before any compute; BusyError if this TTS
         is serving another request."""
         yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
                                                   text_streaming, greedy, seed, max_frames, chunk_frames, timings,
-                                                  codes_out, stopped_by))
+                                                  codes_out, stopped_by, voice, ref_audio, ref_text,
+                                                  x_vector_only))
 
     def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         """Runs one request's generator while holding this TTS (BusyError if another holds it);
@@ -201,10 +284,14 @@ class TTS:
             raise KazettsError("this TTS was closed during the request")
 
     def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, greedy, seed,
-                max_frames, chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
+                max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
+                x_vector_only) -> Iterator[AudioChunk]:
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
+        cloned = self._clone(voice, ref_audio, ref_text, x_vector_only, speaker, speaker_embedding)
+        if cloned is not None:
+            speaker_embedding = cloned
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
         timings = timings if timings is not None else {}
         rng = None if greedy else native.Rng(seed)

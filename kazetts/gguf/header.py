@@ -203,6 +203,12 @@ class GGUFHeader:
         block, size = gguf.GGML_QUANT_SIZES[ty]
         return int(np.prod([int(x) for x in shape], dtype=object)) // block * size
 
+    def values(self, name: str) -> np.ndarray:
+        """All of a tensor's values, dequantized, as float32 [n] (ggml order: ne0 fastest)."""
+        raw = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
+                        shape=(self.nbytes(name),))
+        return _to_float32(np.asarray(raw), self.tensors[name][1]).reshape(-1)
+
     def rows(self, name: str, ids) -> np.ndarray:
         """Rows of a 2-D tensor (ggml ne = [row_len, n_rows]) as float32 [len(ids), row_len]."""
         shape, ty = self.tensors[name]
@@ -215,12 +221,16 @@ class GGUFHeader:
         row_bytes = int(shape[0]) // block * size
         table = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
                           shape=(int(shape[1]), row_bytes))
-        raw = np.asarray(table[ids])
         width = int(shape[0])  # explicit: an empty id list gives [0, width], not a reshape error
-        if ty == gguf.GGMLQuantizationType.F32:
-            return raw.view(np.float32).reshape(len(ids), width).copy()
-        if ty == gguf.GGMLQuantizationType.F16:
-            return raw.view(np.float16).astype(np.float32).reshape(len(ids), width)
         if not len(ids):
             return np.zeros((0, width), np.float32)
-        return np.asarray(dequantize(raw, ty), dtype=np.float32).reshape(len(ids), width)
+        return _to_float32(np.asarray(table[ids]), ty).reshape(len(ids), width)
+
+
+def _to_float32(raw: np.ndarray, ty) -> np.ndarray:
+    """Bytes of ggml type `ty` as float32 values (a copy)."""
+    if ty == gguf.GGMLQuantizationType.F32:
+        return raw.view(np.float32).copy()
+    if ty == gguf.GGMLQuantizationType.F16:
+        return raw.view(np.float16).astype(np.float32)
+    return np.asarray(dequantize(raw, ty), dtype=np.float32)

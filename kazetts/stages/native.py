@@ -91,6 +91,16 @@ def library() -> ctypes.CDLL:
     return _LIBRARY
 
 
+def bind(signatures: dict) -> ctypes.CDLL:
+    """The library with these functions' result and argument types declared:
+    {name: (restype, [argtypes])}."""
+    lib = library()
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
 def check(status: int, message: bytes | str = b"") -> None:
     """Raises NativeError for a non-zero kz_status, with the native message."""
     if status != 0:

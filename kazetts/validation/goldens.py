@@ -7,7 +7,9 @@ tests and `kazetts validate` read goldens without torch.
 Array layout (S = forward calls of the talker = prefill + generated steps, F = frames):
   text_ids [N] int32            full chat-wrapped text ids
   instruct_ids [K] int32        instruct ids (VoiceDesign/instruct cases only)
-  xvector [H] f32               speaker vector given to a Base model (Base cases only)
+  xvector [H] f32               speaker vector given to a Base model (Base cases only): drawn
+                                from `xvector_seed`, or the reference's x-vector of `ref_audio`
+  ref_codes [T, 16] int32       the reference's codec-encoder codes of `ref_audio` (ICL cases)
   prompt_embeds [L, H] f32      talker prefill input embeddings
   talker_inputs [S-1, H] f32    talker input embedding of each generated step
   talker_hidden [S, H] f32      talker last hidden state (after the final norm), last position
@@ -35,6 +37,35 @@ CP_LOGIT_FRAMES = 4  # code predictor logits are kept for this many leading fram
 GATES_FILE = pathlib.Path(__file__).with_name("gates.json")
 # Every golden gate (tolerances and agreement floors), shared with native/tests/golden_check.
 GATES: dict[str, float] = {k: float(v) for k, v in json.loads(GATES_FILE.read_text()).items() if not k.startswith("_")}
+RECORDINGS_DIR = "recordings"  # beside the case directories: the cloning references
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A committed reference recording (dumps/recordings/<file>) and what it says.
+
+    espeak-ng speaking a sentence (scripts/make_recordings.py): deterministic, no one's voice."""
+
+    file: str
+    rate: int  # its sample rate (espeak-ng speaks at 22050 Hz; others are soxr-resampled)
+    text: str
+    voice: str = "en-us"
+
+
+RECORDINGS = {
+    "en_24k": Recording("ref_en_24k.wav", 24000, "The quick brown fox jumps over the lazy dog near the bank of the river."),
+    "en_16k": Recording("ref_en_16k.wav", 16000, "Please call Stella and ask her to bring these things with her from the store."),
+    "en_long_22k": Recording("ref_en_long_22k.flac", 22050,
+                             "When the sunlight strikes raindrops in the air, they act as a prism and form a rainbow. "
+                             "The rainbow is a division of white light into many beautiful colors. These take the "
+                             "shape of a long round arch, with its path high above, and its two ends apparently "
+                             "beyond the horizon."),
+}
+
+
+def recording_path(dumps: pathlib.Path, name: str) -> pathlib.Path:
+    """Where a recording sits under a dumps/ directory."""
+    return pathlib.Path(dumps) / RECORDINGS_DIR / RECORDINGS[name].file
 
 
 @dataclass(frozen=True)
@@ -49,6 +80,8 @@ class Case:
     speaker: str | None = None
     instruct: str | None = None
     xvector_seed: int | None = None  # Base: the speaker vector is drawn from this seed
+    ref_audio: str | None = None  # Base: clone this RECORDINGS entry (generate_voice_clone)
+    x_vector_only: bool = True  # with ref_audio: x-vector only, or ICL with the recording's text
     non_streaming: bool = False  # the reference default is streaming text
     max_new_tokens: int = 24
     checkpoint_seed: int = 0
@@ -77,6 +110,16 @@ CASES = [
     Case("cv_one_token_nonstream", "你好", "chinese", speaker="serena", non_streaming=True, max_new_tokens=12),
     # F32 weights and a codec config without head_dim (gated at F32 exactness, see gates.json).
     Case("f32_codec_no_head_dim", "Bonjour !", "french", preset="tiny-f32", speaker="vivian", max_new_tokens=16),
+    Case("clone_xvec_stream", "Guten Morgen, wie geht es Ihnen heute?", "german", model_type="base",
+         ref_audio="en_24k"),
+    Case("clone_xvec_nonstream", "Good morning, how are you today?", "english", model_type="base",
+         ref_audio="en_24k", non_streaming=True),
+    Case("clone_xvec_16k", "A reference recorded at sixteen kilohertz.", "auto", model_type="base",
+         ref_audio="en_16k"),
+    Case("clone_xvec_long", "Long references give the codec encoder a longer window.", "english", model_type="base",
+         ref_audio="en_long_22k"),
+    Case("proj_clone_xvec", "Testing the projection path with a cloned voice.", "english", preset="tiny-proj",
+         model_type="base", ref_audio="en_24k"),
 ]
 F32_EXACT_CASES = ("f32_codec_no_head_dim",)  # F32 checkpoints: F32 files must match them exactly
 CASES_BY_NAME = {case.name: case for case in CASES}

@@ -3,11 +3,14 @@
 For each golden case (a `dumps/<case>/` directory written by scripts/dump_goldens.py from the
 checkpoint the GGUF files were converted from) it checks, stage by stage:
   tokens      llama.cpp's tokenizer vs the reference's ids
+  speaker     cloning cases: the x-vector of the committed recording (audio front end, log-mel,
+              speaker encoder) vs the reference's (max abs diff relative to its largest value)
   prompt      talker prefill embeddings (max abs diff)
   talker      teacher-forced: CB0 identical, hidden state and logit cosines
   predictor   CB1..15 from the golden talker states, logit cosines of the first frames
   codec       intermediates and waveform from the golden codes (max abs diff)
-  end-to-end  greedy synthesis: all 16 codes per frame, end-of-speech frame, waveform
+  end-to-end  greedy synthesis (cloning cases: from the recording itself): all 16 codes per
+              frame, end-of-speech frame, waveform
 and prints one line per stage with its figures; where codes differ it prints the logit margin
 (a near tie on random weights is float noise, not a bug). Gates are for F32 files; quantized
 files are reported with the same figures and judged by the looser cosine gates below.
@@ -22,14 +25,15 @@ import numpy as np
 
 from kazetts.gguf import names as N
 from kazetts.validation import goldens
+from kazetts.stages.audio_input import reference_audio
 from kazetts.stages.prompt import build_prompt, chat_text, instruct_text
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler, margin
 from kazetts.engine.talker_loop import TeacherForcing, run_talker
 
 F32_GATES = {name: goldens.GATES[f"{name}_{kind}"] for name, kind in
-             (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"))}
+             (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"), ("xvector", "max_rel"))}
 QUANTIZED_GATES = {name: goldens.GATES[f"quantized_{name}_{kind}"] for name, kind in
-                   (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"))}
+                   (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"), ("xvector", "max_rel"))}
 
 
 @dataclass
@@ -68,6 +72,11 @@ def skip_reason(tts, case_dir: pathlib.Path) -> str:
         return f"dumped from a {model_type} model, this is {tts.model_type}"
     if arrays["prompt_embeds"].shape[1] != tts.talker.hidden_size:
         return f"dumped from a model of hidden size {arrays['prompt_embeds'].shape[1]}, this is {tts.talker.hidden_size}"
+    ref_audio = manifest["case"].get("ref_audio")
+    if ref_audio and not goldens.recording_path(case_dir.parent, ref_audio).is_file():
+        return f"its recording {goldens.recording_path(case_dir.parent, ref_audio)} is missing"
+    if ref_audio and not manifest["case"]["x_vector_only"] and not tts.has_codec_encoder:
+        return "an ICL case: this build has no codec encoder"
     return ""
 
 
@@ -89,6 +98,15 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
     instruct = talker.tokenize(instruct_text(case["instruct"])) if case["instruct"] else None
     same_ids = ids == a["text_ids"].tolist() and (instruct is None or instruct == a["instruct_ids"].tolist())
     checks.append(Check(name, "tokens", same_ids, f"{len(ids)} text ids {'identical' if same_ids else 'DIFFER'}"))
+
+    clone = {}
+    if case.get("ref_audio"):
+        recording = str(goldens.recording_path(case_dir.parent, case["ref_audio"]))
+        clone = dict(ref_audio=recording, x_vector_only=case["x_vector_only"])
+        enc = tts.speaker_encoder
+        xvec = enc.embed(reference_audio(recording, enc.min_samples))
+        rel = float(np.abs(xvec - a["xvector"]).max() / np.abs(a["xvector"]).max()) if xvec.shape == a["xvector"].shape else np.inf
+        checks.append(Check(name, "speaker", rel <= gates["xvector"], f"x-vector of the recording, max relative diff {rel:.1e}"))
 
     prompt = build_prompt(talker.file, voices, ids, language=case["language"], speaker=case["speaker"],
                           instruct_ids=instruct, speaker_embedding=a.get("xvector"),
@@ -130,10 +148,10 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
     checks.append(Check(name, "codec", worst <= gates["codec"] and diffs["waveform"] <= wave_gate,
                         ", ".join(f"{k} {v:.1e}" for k, v in diffs.items())))
 
+    voice = clone or dict(speaker_embedding=a.get("xvector"))
     result = tts.synthesize(case["text"], speaker=case["speaker"], language=case["language"],
-                            instruct=case["instruct"], speaker_embedding=a.get("xvector"),
-                            text_streaming=not case["non_streaming"], greedy=True,
-                            max_frames=case["max_new_tokens"] - 1)
+                            instruct=case["instruct"], text_streaming=not case["non_streaming"], greedy=True,
+                            max_frames=case["max_new_tokens"] - 1, **voice)
     codes_same = result.codes.shape == a["codes"].shape and np.array_equal(result.codes, a["codes"])
     stop_same = result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
     wave_diff = float(np.abs(result.audio - a["waveform"]).max()) if len(result.audio) == len(a["waveform"]) else np.inf

@@ -15,6 +15,7 @@
 #include "kazetts/codec.h"
 
 #include "common_internal.h"
+#include "gguf_reader.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -36,6 +37,7 @@
 namespace {
 
 using kz::Error;
+using Loader = kz::GgufReader;
 
 // Bounds on what a file may ask for (Qwen3-TTS: window 72, 1920 samples a frame).
 constexpr int kMaxWindow = 8192;
@@ -121,37 +123,6 @@ struct State {
 // ---------------------------------------------------------------------------------------------
 // loading
 // ---------------------------------------------------------------------------------------------
-
-struct Loader {
-    kz::GgufFile file;  // every tensor checked to lie inside the file, shapes >= 1 and int-sized
-    explicit Loader(const char *path) : file(path, true) {}
-
-    ggml_tensor *src(const std::string &name, bool required = true) const {
-        ggml_tensor *t = ggml_get_tensor(file.meta(), name.c_str());
-        if (!t && required) throw Error(KZ_ERR_FORMAT, "missing tensor " + name + " in " + file.path());
-        return t;
-    }
-    std::vector<float> read(const ggml_tensor *t) const {
-        const std::vector<uint8_t> raw = file.read(gguf_find_tensor(file.gguf(), t->name));
-        std::vector<float> out(ggml_nelements(t));
-        if (t->type == GGML_TYPE_F32) {
-            std::memcpy(out.data(), raw.data(), raw.size());
-        } else {
-            ggml_get_type_traits(t->type)->to_float(raw.data(), out.data(), (int64_t)out.size());  // type checked on load
-        }
-        return out;
-    }
-    // a numeric hparam, finite and within the int range (the loader casts several to int)
-    double num(const std::string &key, double def) const {
-        const double v = file.real(key, def);
-        if (std::fabs(v) > (double)INT32_MAX) throw file.error("key " + key + " is out of range");
-        return v;
-    }
-    // a format error naming the file unless `ok`
-    void need(bool ok, const std::string &what) const {
-        if (!ok) throw file.error(what);
-    }
-};
 
 // A weight to create: its final shape/type, and how to read its values (in its final layout)
 // once the buffer exists: one tensor is staged in F32 at a time, never the whole model.

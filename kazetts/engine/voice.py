@@ -1,0 +1,159 @@
+"""Cloned voices: enrolment of a reference recording, and the `.voice` file that keeps it.
+
+    voice = tts.enroll("me.wav", ref_text="what I say in it")   # a Voice
+    voice.save("me.voice"); voice = kazetts.Voice.load("me.voice")
+    tts.synthesize("Bonjour !", voice=voice)
+
+A Voice holds what a Base model needs to speak like the reference: the speaker encoder's
+x-vector (x-vector cloning) and, for ICL cloning, the reference text and the codec encoder's
+codes of the recording. It names the model it was made for (`ModelFingerprint`: model type,
+talker width, a digest of the speaker encoder's weights), so a voice is never fed to another
+model or size.
+
+File format (GGUF, architecture "kazetts.voice"; docs/voices.md):
+  keys     kazetts.voice.format_version u32, kazetts.voice.model_type str,
+           kazetts.voice.hidden_size u32, kazetts.voice.speaker_encoder_sha256 str,
+           kazetts.voice.ref_seconds f32, kazetts.voice.ref_text str (when given)
+  tensors  x_vector F32 [hidden]; ref_codes I32 [frames, 16] (ggml ne [16, frames], when encoded)
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from kazetts.stages.audio_input import SAMPLE_RATE, reference_audio
+
+ARCH = "kazetts.voice"
+FORMAT_VERSION = 1
+_K = "kazetts.voice."
+
+
+@dataclass(frozen=True)
+class ModelFingerprint:
+    """Which model a voice fits: its type, its talker width and its speaker encoder's weights."""
+
+    model_type: str
+    hidden_size: int
+    speaker_encoder_sha256: str
+
+    def check(self, voice_model: "ModelFingerprint", what: str = "this voice") -> None:
+        """ValueError unless a voice made for `voice_model` fits this model."""
+        if voice_model == self:
+            return
+        if (voice_model.model_type, voice_model.hidden_size) != (self.model_type, self.hidden_size):
+            differs = (f"a {voice_model.model_type} model of hidden size {voice_model.hidden_size}, "
+                       f"this is a {self.model_type} model of hidden size {self.hidden_size}")
+        else:
+            differs = (f"another speaker encoder ({voice_model.speaker_encoder_sha256[:12]}, this model's is "
+                       f"{self.speaker_encoder_sha256[:12]})")
+        raise ValueError(f"{what} was made for {differs}: enroll the reference again with this model")
+
+
+@dataclass
+class Voice:
+    """A cloned voice (see the module doc)."""
+
+    x_vector: np.ndarray  # float32 [hidden]
+    model: ModelFingerprint
+    ref_text: str | None = None  # the reference's transcript (ICL)
+    ref_codes: np.ndarray | None = None  # int32 [frames, 16]: the codec encoder's codes of the reference (ICL)
+    ref_seconds: float = 0.0
+
+    @property
+    def has_icl(self) -> bool:
+        """Whether the voice can clone in ICL mode (reference text and codes)."""
+        return bool(self.ref_text) and self.ref_codes is not None
+
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
+        """Writes the voice file (atomically: a failed write leaves any old file as it was)."""
+        import gguf
+
+        path = pathlib.Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".part")
+        w = gguf.GGUFWriter(tmp, ARCH)
+        w.add_uint32(_K + "format_version", FORMAT_VERSION)
+        w.add_string(_K + "model_type", self.model.model_type)
+        w.add_uint32(_K + "hidden_size", int(self.model.hidden_size))
+        w.add_string(_K + "speaker_encoder_sha256", self.model.speaker_encoder_sha256)
+        w.add_float32(_K + "ref_seconds", float(self.ref_seconds))
+        if self.ref_text:
+            w.add_string(_K + "ref_text", self.ref_text)
+        w.add_tensor("x_vector", np.ascontiguousarray(self.x_vector, dtype=np.float32))
+        if self.ref_codes is not None:
+            w.add_tensor("ref_codes", np.ascontiguousarray(self.ref_codes, dtype=np.int32))
+        try:
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_tensors_to_file()
+        finally:
+            w.close()
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Voice":
+        """Reads a voice file; ValueError naming the file if it is not one kazetts can read."""
+        import gguf
+
+        path = pathlib.Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"voice file not found: {path}")
+        try:
+            reader = gguf.GGUFReader(path)
+        except (ValueError, OSError, IndexError) as e:
+            raise ValueError(f"{path} is not a kazetts voice file (not a readable GGUF: {e})") from None
+        kv = {name: field.contents() for name, field in reader.fields.items()}
+        if kv.get("general.architecture") != ARCH:
+            raise ValueError(f"{path} is not a kazetts voice file (a {kv.get('general.architecture')!r} GGUF)")
+        version = int(kv.get(_K + "format_version", 0))
+        if version != FORMAT_VERSION:
+            raise ValueError(f"{path} is a voice file of format {version}; this kazetts reads format {FORMAT_VERSION}")
+        tensors = {t.name: t for t in reader.tensors}
+        if "x_vector" not in tensors:
+            raise ValueError(f"{path}: the voice file has no x_vector")
+        try:
+            model = ModelFingerprint(str(kv[_K + "model_type"]), int(kv[_K + "hidden_size"]),
+                                     str(kv[_K + "speaker_encoder_sha256"]))
+        except KeyError as e:
+            raise ValueError(f"{path}: the voice file has no {e.args[0]}") from None
+        x_vector = np.array(tensors["x_vector"].data, dtype=np.float32).reshape(-1)
+        if x_vector.size != model.hidden_size:
+            raise ValueError(f"{path}: x_vector has {x_vector.size} values, the file says hidden size {model.hidden_size}")
+        codes = tensors.get("ref_codes")
+        return cls(x_vector=x_vector, model=model, ref_text=kv.get(_K + "ref_text"),
+                   ref_codes=None if codes is None else np.array(codes.data, dtype=np.int32).reshape(-1, 16),
+                   ref_seconds=float(kv.get(_K + "ref_seconds", 0.0)))
+
+
+def enroll(speaker_encoder, model: ModelFingerprint, ref_audio, ref_text: str | None = None, codec_encoder=None,
+           timings: dict | None = None) -> Voice:
+    """A Voice from a reference recording (path, or (array, sample rate)), as the reference's
+    create_voice_clone_prompt makes it: mono, 24 kHz, x-vector; reference codes when a codec
+    encoder is given and there is a reference text (ICL needs both). `timings` receives seconds
+    per step (audio, mel + speaker_encoder, codec_encoder)."""
+    from kazetts.stages import mel
+
+    if ref_text is not None and not ref_text.strip():
+        raise ValueError("ref_text is empty: give the words said in the reference, or none for x-vector cloning")
+    timings = timings if timings is not None else {}
+    clock = time.perf_counter()
+    audio = reference_audio(ref_audio, speaker_encoder.min_samples)
+    timings["audio"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    log_mel = mel.log_mel(audio)
+    timings["mel"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    x_vector = speaker_encoder.encode(log_mel)
+    timings["speaker_encoder"] = time.perf_counter() - clock
+    codes = None
+    if codec_encoder is not None and ref_text:
+        clock = time.perf_counter()
+        codes = codec_encoder.encode(audio)
+        timings["codec_encoder"] = time.perf_counter() - clock
+    return Voice(x_vector=x_vector, model=model, ref_text=ref_text, ref_codes=codes, ref_seconds=len(audio) / SAMPLE_RATE)

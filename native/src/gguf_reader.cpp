@@ -1,0 +1,57 @@
+// See gguf_reader.h.
+#include "gguf_reader.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace kz {
+
+ggml_tensor *GgufReader::src(const std::string &name, bool required) const {
+    ggml_tensor *t = ggml_get_tensor(file.meta(), name.c_str());
+    if (!t && required) throw Error(KZ_ERR_FORMAT, "missing tensor " + name + " in " + path);
+    return t;
+}
+
+std::vector<float> GgufReader::read(const ggml_tensor *t) const {
+    need(can_dequantize(t->type), std::string("tensor ") + t->name + " has unsupported type " + ggml_type_name(t->type));
+    const std::vector<uint8_t> raw = file.read(gguf_find_tensor(file.gguf(), t->name));
+    std::vector<float> out(ggml_nelements(t));
+    if (t->type == GGML_TYPE_F32) {
+        std::memcpy(out.data(), raw.data(), raw.size());
+    } else {
+        ggml_get_type_traits(t->type)->to_float(raw.data(), out.data(), (int64_t)out.size());
+    }
+    return out;
+}
+
+double GgufReader::num(const std::string &key, double def) const {
+    const double v = file.real(key, def);
+    if (std::fabs(v) > (double)INT32_MAX) throw file.error("key " + key + " is out of range");
+    return v;
+}
+
+std::vector<int> GgufReader::ints(const std::string &key, std::vector<int> def) const {
+    gguf_context *g = file.gguf();
+    int64_t id = gguf_find_key(g, key.c_str());
+    if (id < 0) return def;
+    if (gguf_get_kv_type(g, id) != GGUF_TYPE_ARRAY) throw file.error(key + " is not an array");
+    const size_t n = gguf_get_arr_n(g, id);
+    std::vector<int> out(n);
+    switch (gguf_get_arr_type(g, id)) {
+        case GGUF_TYPE_INT32:
+            for (size_t i = 0; i < n; i++) out[i] = ((const int32_t *)gguf_get_arr_data(g, id))[i];
+            break;
+        case GGUF_TYPE_UINT32:
+            for (size_t i = 0; i < n; i++) {
+                const uint32_t v = ((const uint32_t *)gguf_get_arr_data(g, id))[i];
+                if (v > (uint32_t)INT32_MAX) throw file.error(key + " holds a value out of range");
+                out[i] = (int)v;
+            }
+            break;
+        default: throw file.error(key + " is not an array of 32-bit integers");
+    }
+    return out;
+}
+
+}  // namespace kz

@@ -1,0 +1,366 @@
+// Speaker encoder (the ECAPA-TDNN of Qwen3-TTS Base, `Qwen3TTSSpeakerEncoder` in qwen-tts 0.1.1)
+// on ggml: log-mel [n_mels, T] -> x-vector [dim].
+//
+//   stem      TDNN k5: conv + ReLU (128 -> C)
+//   blocks    SE-Res2Net x3 (dilations 2, 3, 4): 1x1 TDNN, Res2Net (C split in `scale` parts: part
+//             0 as is, part 1 -> TDNN, part i -> TDNN(part i + output i-1)), 1x1 TDNN,
+//             squeeze-excitation (time mean -> 1x1 + ReLU -> 1x1 + sigmoid -> gate), + input
+//   mfa       concat of the blocks' outputs -> TDNN
+//   asp       attentive statistics pooling: time mean and std of x, TDNN([x; mean; std]) ->
+//             tanh -> 1x1 -> softmax over time -> weighted mean ++ weighted std
+//   fc        1x1 -> dim (the talker width)
+//
+// Layout: activations are ggml [channels, time] (channel fastest). A k-tap conv is one mul_mat of
+// the weight [k*cin, cout] (the file's [k, cin, cout] as is) by an im2col matrix written in one
+// pass, the reflect "same" padding folded into its indices (no padded copy). Reductions over
+// time work on a transposed [time, channels] copy, since ggml reduces along rows. The first
+// TDNN of the pooling is split by input rows into x, mean and std parts, so the constant mean
+// and std columns are multiplied once instead of once per frame.
+#include "kazetts/speaker_encoder.h"
+
+#include "common_internal.h"
+#include "gguf_reader.h"
+
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kz::Error;
+
+constexpr int kGraphSize = 4096;
+constexpr float kStdFloor = 1e-12f;  // the reference clamps the variance at 1e-12 before the sqrt
+const std::vector<int> kDilations = {1, 2, 3, 4, 1};  // enc_dilations of every published config
+
+struct Conv {  // Conv1d, padding "same" by reflection: w [k*cin, cout] (tap fastest), b [cout] or null
+    ggml_tensor *w = nullptr, *b = nullptr;
+    int cin = 0, cout = 0, k = 1, dil = 1, left = 0, right = 0;
+};
+
+struct Block {  // SE-Res2Net
+    Conv tdnn1, tdnn2, se1, se2;
+    std::vector<Conv> res2;  // scale - 1 convs
+};
+
+struct Model {
+    int n_mels = 0, dim = 0, channels = 0, min_frames = 1;
+    Conv stem, mfa, asp_x, asp_mean, asp_std, asp_attn, fc;
+    std::vector<Block> blocks;
+    ggml_context *ctx = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// loading
+// ---------------------------------------------------------------------------------------------
+
+struct Builder {
+    Model &m;
+    const kz::GgufReader &L;
+    std::vector<std::pair<ggml_tensor *, std::function<std::vector<float>()>>> pending;
+
+    ggml_tensor *make(const std::string &name, int64_t ne0, int64_t ne1, std::function<std::vector<float>()> read) {
+        ggml_tensor *t = ggml_new_tensor_2d(m.ctx, GGML_TYPE_F32, ne0, ne1);
+        ggml_set_name(t, name.c_str());
+        pending.push_back({t, std::move(read)});
+        return t;
+    }
+
+    // input rows [part * cin, (part + 1) * cin) of `name` for `parts` equal parts (1: the whole conv);
+    // the bias goes with part 0 only
+    Conv conv(const std::string &name, int dil, int part = 0, int parts = 1) {
+        const ggml_tensor *w = L.src(name + ".weight");
+        const ggml_tensor *b = L.src(name + ".bias");
+        Conv c;
+        c.k = (int)w->ne[0];
+        const int cin_all = (int)w->ne[1];
+        c.cout = (int)w->ne[2];
+        if (w->ne[3] != 1 || b->ne[0] != c.cout || ggml_nelements(b) != c.cout || cin_all % parts)
+            throw Error(KZ_ERR_FORMAT, name + " has an unexpected shape in " + L.path);
+        if (parts > 1 && c.k != 1) throw Error(KZ_ERR_FORMAT, name + " must be a 1x1 conv");
+        c.cin = cin_all / parts;
+        c.dil = dil;
+        const int total = dil * (c.k - 1);  // torch padding="same": the extra one goes right
+        c.left = total / 2;
+        c.right = total - c.left;
+        const int64_t rows = (int64_t)c.k * c.cin;
+        c.w = make(name + ".weight", rows, c.cout, [this, w, c, cin_all, part] {
+            std::vector<float> all = L.read(w);
+            if (cin_all == c.cin) return all;
+            std::vector<float> p((size_t)c.k * c.cin * c.cout);
+            for (int o = 0; o < c.cout; o++)
+                std::memcpy(&p[(size_t)o * c.k * c.cin], &all[((size_t)o * cin_all + (size_t)part * c.cin) * c.k],
+                            sizeof(float) * c.k * c.cin);
+            return p;
+        });
+        if (part == 0) c.b = make(name + ".bias", c.cout, 1, [this, b] { return L.read(b); });
+        m.min_frames = std::max(m.min_frames, std::max(c.left, c.right) + 1);  // reflect needs pad < length
+        return c;
+    }
+};
+
+int count(const kz::GgufReader &L, const std::string &prefix, int first, const std::string &suffix) {
+    int n = 0;
+    while (L.src(prefix + std::to_string(first + n) + suffix, false)) n++;
+    return n;
+}
+
+void expect_in(const Conv &c, int cin, const std::string &what) {
+    if (c.cin != cin) throw Error(KZ_ERR_FORMAT, what + " takes " + std::to_string(c.cin) + " channels, expected " + std::to_string(cin));
+}
+
+void load_model(Model &m, const char *path) {
+    const kz::GgufReader L(path);
+    if (!L.src("a.conv1d.0.weight", false))
+        throw Error(KZ_ERR_FORMAT, std::string(path) + " has no speaker encoder (a.conv1d.0.weight): only Base models have one");
+    const int n_blocks = count(L, "a.blk.", 1, ".conv_pw1.weight");
+    const std::vector<int> dil = L.ints("kazetts.spk.enc_dilations", kDilations);
+    if (n_blocks < 1 || (int)dil.size() != n_blocks + 2)
+        throw Error(KZ_ERR_FORMAT, std::string(path) + ": " + std::to_string(n_blocks) + " SE-Res2Net blocks and " +
+                                       std::to_string(dil.size()) + " dilations do not match");
+
+    ggml_init_params ip = {ggml_tensor_overhead() * 512, nullptr, true};
+    m.ctx = ggml_init(ip);
+    if (!m.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+    Builder B{m, L, {}};
+    m.stem = B.conv("a.conv1d.0", dil[0]);
+    m.n_mels = m.stem.cin;
+    int ch = m.stem.cout, cat = 0;
+    for (int i = 1; i <= n_blocks; i++) {
+        const std::string p = "a.blk." + std::to_string(i) + ".";
+        Block blk;
+        blk.tdnn1 = B.conv(p + "conv_pw1", 1);
+        expect_in(blk.tdnn1, ch, p + "conv_pw1");
+        ch = blk.tdnn1.cout;
+        const int scale = count(L, p + "res2.", 0, ".weight") + 1;
+        const int want_scale = (int)L.num("kazetts.spk.enc_res2net_scale", scale);
+        if (scale < 2 || scale != want_scale || ch % scale)
+            throw Error(KZ_ERR_FORMAT, p + "res2: " + std::to_string(scale - 1) + " convs for " + std::to_string(ch) + " channels");
+        for (int x = 0; x + 1 < scale; x++) {
+            blk.res2.push_back(B.conv(p + "res2." + std::to_string(x), dil[i]));
+            expect_in(blk.res2.back(), ch / scale, p + "res2");
+            if (blk.res2.back().cout != ch / scale) throw Error(KZ_ERR_FORMAT, p + "res2 must keep its width");
+        }
+        blk.tdnn2 = B.conv(p + "conv_pw2", 1);
+        expect_in(blk.tdnn2, ch, p + "conv_pw2");
+        blk.se1 = B.conv(p + "se_conv1", 1);
+        expect_in(blk.se1, blk.tdnn2.cout, p + "se_conv1");
+        blk.se2 = B.conv(p + "se_conv2", 1);
+        expect_in(blk.se2, blk.se1.cout, p + "se_conv2");
+        if (blk.se2.cout != blk.tdnn2.cout || blk.tdnn2.cout != blk.tdnn1.cin)
+            throw Error(KZ_ERR_FORMAT, p + ": the residual and the gate must keep the block's width");
+        ch = blk.tdnn2.cout;
+        cat += ch;
+        m.blocks.push_back(std::move(blk));
+    }
+    m.mfa = B.conv("a.conv_out", dil[n_blocks + 1]);
+    expect_in(m.mfa, cat, "a.conv_out");
+    m.channels = m.mfa.cout;
+    m.asp_x = B.conv("a.asp_tdnn", 1, 0, 3);
+    m.asp_mean = B.conv("a.asp_tdnn", 1, 1, 3);
+    m.asp_std = B.conv("a.asp_tdnn", 1, 2, 3);
+    expect_in(m.asp_x, m.channels, "a.asp_tdnn");
+    m.asp_attn = B.conv("a.asp_attn", 1);
+    expect_in(m.asp_attn, m.asp_x.cout, "a.asp_attn");
+    if (m.asp_attn.cout != m.channels || m.asp_attn.k != 1) throw Error(KZ_ERR_FORMAT, "a.asp_attn has an unexpected shape");
+    m.fc = B.conv("mm.a.fc", 1);
+    expect_in(m.fc, 2 * m.channels, "mm.a.fc");
+    m.dim = m.fc.cout;
+
+    m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
+    if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the speaker encoder weights");
+    for (auto &p : B.pending) {
+        const std::vector<float> data = p.second();
+        if ((int64_t)data.size() != ggml_nelements(p.first)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.first->name);
+        ggml_backend_tensor_set(p.first, data.data(), 0, ggml_nbytes(p.first));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// graph
+// ---------------------------------------------------------------------------------------------
+
+// dst [k*cin, T] = the taps of src[0] ([cin, T], any row stride) around every frame, reflected at
+// the edges: column t, row j + k*c = x[c, reflect(t - left + j*dil)]
+void im2col_reflect(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const Conv &c = *static_cast<const Conv *>(userdata);
+    const ggml_tensor *x = dst->src[0];
+    const int64_t T = x->ne[1], per = (T + nth - 1) / nth;
+    const int64_t t0 = std::min(T, per * ith), t1 = std::min(T, t0 + per);
+    for (int64_t t = t0; t < t1; t++) {
+        float *out = (float *)((char *)dst->data + t * dst->nb[1]);
+        for (int j = 0; j < c.k; j++) {
+            int64_t i = t - c.left + (int64_t)j * c.dil;
+            i = i < 0 ? -i : i >= T ? 2 * (T - 1) - i : i;
+            const char *col = (const char *)x->data + i * x->nb[1];
+            for (int ci = 0; ci < c.cin; ci++) out[j + (int64_t)c.k * ci] = *(const float *)(col + ci * x->nb[0]);
+        }
+    }
+}
+
+struct Graph {
+    const Model &m;
+    ggml_context *ctx;
+    ggml_tensor *mel = nullptr, *xvec = nullptr;
+
+    ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
+        ggml_tensor *cols = x;
+        if (c.k > 1) {
+            ggml_tensor *args[1] = {x};
+            cols = ggml_custom_4d(ctx, GGML_TYPE_F32, (int64_t)c.k * c.cin, x->ne[1], 1, 1, args, 1, im2col_reflect,
+                                  GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
+        }
+        ggml_tensor *y = ggml_mul_mat(ctx, c.w, cols);
+        return c.b ? ggml_add(ctx, y, c.b) : y;
+    }
+    ggml_tensor *tdnn(ggml_tensor *x, const Conv &c) { return ggml_relu(ctx, conv(x, c)); }
+    ggml_tensor *time_major(ggml_tensor *x) { return ggml_cont(ctx, ggml_transpose(ctx, x)); }  // [C, T] -> [T, C]
+    ggml_tensor *column(ggml_tensor *row) { return ggml_reshape_2d(ctx, row, row->ne[1], 1); }  // [1, C] -> [C, 1]
+    ggml_tensor *std_of(ggml_tensor *var) { return ggml_sqrt(ctx, ggml_clamp(ctx, var, kStdFloor, FLT_MAX)); }
+
+    ggml_tensor *block(ggml_tensor *x, const Block &b) {
+        ggml_tensor *h = tdnn(x, b.tdnn1);
+        const int64_t T = h->ne[1], part = h->ne[0] / (int64_t)(b.res2.size() + 1);
+        ggml_tensor *cat = nullptr, *prev = nullptr;
+        for (size_t i = 0; i <= b.res2.size(); i++) {
+            ggml_tensor *p = ggml_view_2d(ctx, h, part, T, h->nb[1], i * part * sizeof(float));
+            ggml_tensor *y = i == 0 ? ggml_cont(ctx, p) : tdnn(i == 1 ? p : ggml_add(ctx, p, prev), b.res2[i - 1]);
+            cat = cat ? ggml_concat(ctx, cat, y, 0) : y;
+            prev = y;
+        }
+        h = tdnn(cat, b.tdnn2);
+        ggml_tensor *mean = column(ggml_mean(ctx, time_major(h)));
+        ggml_tensor *gate = ggml_sigmoid(ctx, conv(tdnn(mean, b.se1), b.se2));
+        return ggml_add(ctx, ggml_mul(ctx, h, gate), x);
+    }
+
+    ggml_tensor *pool(ggml_tensor *x) {  // [C, T] -> [2C, 1]
+        ggml_tensor *xt = time_major(x);
+        ggml_tensor *mean = ggml_mean(ctx, xt);
+        ggml_tensor *std = std_of(ggml_mean(ctx, ggml_sqr(ctx, ggml_sub(ctx, xt, mean))));
+        ggml_tensor *stats = ggml_add(ctx, conv(column(mean), m.asp_mean), conv(column(std), m.asp_std));
+        ggml_tensor *a = ggml_tanh(ctx, ggml_relu(ctx, ggml_add(ctx, conv(x, m.asp_x), stats)));
+        ggml_tensor *w = ggml_soft_max(ctx, time_major(conv(a, m.asp_attn)));  // [T, C], over time
+        ggml_tensor *wmean = ggml_sum_rows(ctx, ggml_mul(ctx, w, xt));
+        ggml_tensor *wvar = ggml_sum_rows(ctx, ggml_mul(ctx, w, ggml_sqr(ctx, ggml_sub(ctx, xt, wmean))));
+        return ggml_concat(ctx, column(wmean), column(std_of(wvar)), 0);
+    }
+
+    ggml_cgraph *build(int T) {
+        mel = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, m.n_mels, T);
+        ggml_set_input(mel);
+        ggml_tensor *x = tdnn(mel, m.stem), *cat = nullptr;
+        for (const Block &b : m.blocks) {
+            x = block(x, b);
+            cat = cat ? ggml_concat(ctx, cat, x, 0) : x;
+        }
+        xvec = conv(pool(tdnn(cat, m.mfa)), m.fc);
+        ggml_set_output(xvec);
+        ggml_cgraph *gf = ggml_new_graph_custom(ctx, kGraphSize, false);
+        ggml_build_forward_expand(gf, xvec);
+        return gf;
+    }
+};
+
+}  // namespace
+
+struct kz_speaker_encoder {
+    Model model;
+    int n_threads = 1;
+    ggml_backend_t backend = nullptr;
+    ggml_gallocr_t galloc = nullptr;
+    std::vector<uint8_t> graph_mem;
+    std::string last_error;
+
+    ~kz_speaker_encoder() {
+        if (galloc) ggml_gallocr_free(galloc);
+        if (backend) ggml_backend_free(backend);
+        if (model.buf) ggml_backend_buffer_free(model.buf);
+        if (model.ctx) ggml_free(model.ctx);
+    }
+
+    void encode(const float *mel, int n_frames, int n_mels, float *out, size_t capacity) {
+        if (!mel || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null mel or output buffer");
+        if (n_mels != model.n_mels)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "expected " + std::to_string(model.n_mels) + " mel bands, got " + std::to_string(n_mels));
+        if (n_frames < model.min_frames)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "need at least " + std::to_string(model.min_frames) + " mel frames, got " +
+                                                     std::to_string(n_frames));
+        if (capacity < (size_t)model.dim) throw Error(KZ_ERR_INVALID_ARGUMENT, "output buffer too small: need " + std::to_string(model.dim));
+        ggml_init_params gp = {graph_mem.size(), graph_mem.data(), true};
+        ggml_context *ctx = ggml_init(gp);
+        if (!ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+        std::unique_ptr<ggml_context, void (*)(ggml_context *)> guard(ctx, ggml_free);
+        Graph g{model, ctx};
+        ggml_cgraph *gf = g.build(n_frames);
+        if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the speaker encoder graph");
+        ggml_backend_tensor_set(g.mel, mel, 0, ggml_nbytes(g.mel));
+        ggml_backend_cpu_set_n_threads(backend, n_threads);
+        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, "speaker encoder graph failed");
+        ggml_backend_tensor_get(g.xvec, out, 0, ggml_nbytes(g.xvec));
+    }
+};
+
+namespace {
+
+template <class F>
+int guarded(kz_speaker_encoder *e, F &&f) {
+    if (!e) return KZ_ERR_INVALID_ARGUMENT;
+    return kz::run_guarded([&] {
+        f();
+        e->last_error.clear();
+    }, [&](const char *message) { e->last_error = message; }, KZ_ERR_COMPUTE);
+}
+
+}  // namespace
+
+extern "C" {
+
+int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out, char *err, size_t err_len) {
+    kz::write_error(err, err_len, "");
+    if (out) *out = nullptr;
+    return kz::run_guarded([&] {
+        if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
+        if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        std::unique_ptr<kz_speaker_encoder> e(new kz_speaker_encoder());
+        e->n_threads = n_threads;
+        load_model(e->model, mmproj_path);
+        e->backend = ggml_backend_cpu_init();
+        if (!e->backend) throw Error(KZ_ERR_NO_MEMORY, "cannot create the CPU backend");
+        e->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+        if (!e->galloc) throw Error(KZ_ERR_NO_MEMORY, "cannot create the graph allocator");
+        e->graph_mem.resize(ggml_tensor_overhead() * kGraphSize + ggml_graph_overhead_custom(kGraphSize, false));
+        *out = e.release();
+    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
+}
+
+void kz_speaker_encoder_free(kz_speaker_encoder *enc) { delete enc; }
+
+const char *kz_speaker_encoder_last_error(const kz_speaker_encoder *enc) { return enc ? enc->last_error.c_str() : "null handle"; }
+
+int kz_speaker_encoder_n_mels(const kz_speaker_encoder *enc) { return enc ? enc->model.n_mels : 0; }
+int kz_speaker_encoder_dim(const kz_speaker_encoder *enc) { return enc ? enc->model.dim : 0; }
+int kz_speaker_encoder_min_frames(const kz_speaker_encoder *enc) { return enc ? enc->model.min_frames : 0; }
+
+int kz_speaker_encoder_set_threads(kz_speaker_encoder *enc, int n_threads) {
+    return guarded(enc, [&] {
+        if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        enc->n_threads = n_threads;
+    });
+}
+
+int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels, float *out, size_t capacity) {
+    return guarded(enc, [&] { enc->encode(mel, n_frames, n_mels, out, capacity); });
+}
+
+}  // extern "C"

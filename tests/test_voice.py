@@ -1,0 +1,163 @@
+"""Voice cloning through kazetts.TTS: enrolment, voice files, x-vector cloning against the
+reference's generate_voice_clone goldens, and the requests that are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile
+
+from conftest import DUMPS
+from kazetts.engine.tts import NO_CODEC_ENCODER
+from kazetts.engine.voice import ModelFingerprint, Voice
+from kazetts.validation import goldens
+
+CLONE_CASES = [c.name for c in goldens.CASES if c.ref_audio is not None and c.x_vector_only]
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_tts):
+    return lambda preset="tiny", model_type="base", seed=0: tiny_tts(preset, model_type, seed)
+
+
+def recording(name: str):
+    return goldens.recording_path(DUMPS, name)
+
+
+@pytest.mark.parametrize("name", CLONE_CASES)
+def test_x_vector_cloning_from_the_recording_matches_generate_voice_clone(name, engines):
+    """ref_audio -> audio front end -> speaker encoder -> prompt -> greedy codes, all identical to
+    the reference's generate_voice_clone(x_vector_only_mode=True); the same through a saved voice."""
+    manifest, arrays = goldens.load_case(DUMPS / name)
+    case, ck = manifest["case"], manifest["checkpoint"]
+    tts = engines(ck["preset"], ck["model_type"])
+    request = dict(language=case["language"], text_streaming=not case["non_streaming"], greedy=True,
+                   max_frames=case["max_new_tokens"] - 1)
+    result = tts.synthesize(case["text"], ref_audio=str(recording(case["ref_audio"])), x_vector_only=True, **request)
+    assert np.array_equal(result.codes, arrays["codes"])
+    assert result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
+    assert float(np.abs(result.audio - arrays["waveform"]).max()) <= 1e-4
+    voice = tts.enroll(recording(case["ref_audio"]))
+    again = tts.synthesize(case["text"], voice=voice, **request)
+    assert np.array_equal(again.codes, arrays["codes"])
+
+
+def test_voice_file_round_trips(engines, tmp_path):
+    tts = engines()
+    voice = tts.enroll(recording("en_24k"), ref_text=goldens.RECORDINGS["en_24k"].text)
+    voice.ref_codes = np.arange(5 * 16, dtype=np.int32).reshape(5, 16)  # as the codec encoder would give
+    path = voice.save(tmp_path / "me.voice")
+    back = Voice.load(path)
+    assert np.array_equal(back.x_vector, voice.x_vector) and back.x_vector.dtype == np.float32
+    assert back.model == voice.model == tts.model_fingerprint
+    assert back.ref_text == voice.ref_text and np.array_equal(back.ref_codes, voice.ref_codes)
+    assert abs(back.ref_seconds - 4.70) < 0.01 and back.has_icl
+    plain = Voice.load(tts.enroll(recording("en_16k")).save(tmp_path / "plain.voice"))
+    assert plain.ref_text is None and plain.ref_codes is None and not plain.has_icl
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_a_voice_for_another_model_is_refused(engines, tmp_path):
+    proj = engines("tiny-proj").enroll(recording("en_24k"))
+    with pytest.raises(ValueError, match="made for a base model of hidden size 96, this is a base model of hidden size 64"):
+        engines().synthesize("Hello.", voice=proj, max_frames=2)
+    other_seed = Voice.load(engines("tiny", "base", 1).enroll(recording("en_24k")).save(tmp_path / "seed1.voice"))
+    with pytest.raises(ValueError, match="another speaker encoder"):
+        engines().synthesize("Hello.", voice=other_seed, max_frames=2)
+
+
+def test_a_non_base_model_does_not_clone(engines):
+    tts = engines("tiny", "custom_voice")
+    with pytest.raises(ValueError, match="voice cloning needs a Base model; this is a custom_voice model"):
+        tts.enroll(recording("en_24k"))
+    with pytest.raises(ValueError, match="needs a Base model"):
+        tts.synthesize("Hello.", ref_audio=str(recording("en_24k")))
+
+
+def test_icl_is_a_clear_error_until_the_codec_encoder_exists(engines):
+    tts = engines()
+    text = goldens.RECORDINGS["en_24k"].text
+    assert not tts.has_codec_encoder
+    for request in (dict(ref_audio=str(recording("en_24k")), ref_text=text),  # ICL by default with a text
+                    dict(ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=False),
+                    dict(voice=tts.enroll(recording("en_24k"), ref_text=text))):
+        with pytest.raises(ValueError, match="no codec encoder: ICL cloning needs .* use x_vector_only=True"):
+            tts.synthesize("Hello.", max_frames=2, **request)
+    assert NO_CODEC_ENCODER.startswith("this build/model has no codec encoder")
+    with pytest.raises(ValueError, match="needs ref_text"):
+        tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), x_vector_only=False, max_frames=2)
+    r = tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=True,
+                       greedy=True, max_frames=3)
+    assert len(r.codes) >= 1
+
+
+@pytest.mark.parametrize("request_, message", [
+    (dict(voice="me.voice"), "voice must be a kazetts.Voice"),
+    (dict(ref_text="words"), "need a voice= or ref_audio="),
+    (dict(x_vector_only=True), "need a voice= or ref_audio="),
+    (dict(ref_audio="a.wav", speaker="vivian"), "replaces speaker= and speaker_embedding="),
+    (dict(ref_audio="a.wav", speaker_embedding=np.zeros(64, np.float32)), "replaces speaker="),
+])
+def test_conflicting_clone_requests_are_refused(engines, request_, message):
+    with pytest.raises(ValueError, match=message):
+        engines().synthesize("Hello.", max_frames=2, **request_)
+
+
+def test_voice_and_ref_audio_together_are_refused(engines):
+    tts = engines()
+    voice = tts.enroll(recording("en_24k"))
+    with pytest.raises(ValueError, match="either a voice or a ref_audio"):
+        tts.synthesize("Hello.", voice=voice, ref_audio=str(recording("en_24k")))
+    with pytest.raises(ValueError, match="carries its own ref_text"):
+        tts.synthesize("Hello.", voice=voice, ref_text="words")
+
+
+def test_edge_references_give_a_voice_or_a_clear_error(engines, tmp_path):
+    """Stereo, 8 kHz and 96 kHz files enroll (the reference's resampling); silent, empty and
+    too short ones do not, with the argument named; 60 s is taken."""
+    tts = engines()
+    speech, sr = soundfile.read(str(recording("en_24k")), dtype="float32")
+    base = tts.enroll((speech, sr)).x_vector
+    stereo = tmp_path / "stereo.wav"
+    soundfile.write(stereo, np.stack([speech, speech], axis=1), sr, subtype="FLOAT")
+    assert np.array_equal(tts.enroll(stereo).x_vector, base)
+    import soxr
+    for rate in (8000, 96000):
+        path = tmp_path / f"r{rate}.wav"
+        soundfile.write(path, soxr.resample(speech, sr, rate), rate, subtype="FLOAT")
+        x = tts.enroll(path).x_vector
+        cos = float(x @ base / np.linalg.norm(x) / np.linalg.norm(base))
+        assert np.isfinite(x).all() and cos > 0.9, (rate, cos)
+    long = np.tile(speech, int(np.ceil(60 * sr / len(speech))))[: 60 * sr]
+    timings: dict = {}
+    assert np.isfinite(tts.enroll((long, sr), timings=timings).x_vector).all()
+    assert set(timings) == {"audio", "mel", "speaker_encoder"}
+    with pytest.warns(RuntimeWarning, match="only 0.10 s"):
+        tts.enroll((speech[: sr // 10], sr))
+    for audio, message in ((np.zeros(sr, np.float32), "silent"), (np.zeros(0, np.float32), "empty"),
+                           (speech[:1000], "needs at least 53 ms")):
+        with pytest.raises(ValueError, match=f"ref_audio: .*{message}"):
+            tts.enroll((audio, sr))
+    with pytest.raises(ValueError, match="ref_text is empty"):
+        tts.enroll((speech, sr), ref_text="  ")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not a gguf at all", "not a kazetts voice file"),
+    (None, "not a kazetts voice file \\(a 'qwen3tts' GGUF\\)"),
+])
+def test_a_file_that_is_not_a_voice_is_refused(tmp_path, tiny_gguf, content, message):
+    path = tiny_gguf("tiny", "base", "f32")[0] if content is None else tmp_path / "x.voice"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        Voice.load(path)
+    with pytest.raises(FileNotFoundError, match="voice file not found"):
+        Voice.load(tmp_path / "missing.voice")
+
+
+def test_fingerprint_check_names_what_differs():
+    a = ModelFingerprint("base", 1024, "a" * 64)
+    a.check(ModelFingerprint("base", 1024, "a" * 64))
+    with pytest.raises(ValueError, match="hidden size 2048, this is a base model of hidden size 1024"):
+        a.check(ModelFingerprint("base", 2048, "a" * 64))
