@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kazetts.cli.main import say as cli_say
+from kazetts.cli import say as cli_say
 
 
 def _convert(args: argparse.Namespace) -> int:
