@@ -47,6 +47,16 @@ def library() -> ctypes.CDLL:
     return _LIBRARY
 
 
+def bind(signatures: dict[str, tuple]) -> ctypes.CDLL:
+    """The library with these functions' (restype, argtypes) set."""
+    lib = library()
+    for name, (res, args) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
 def check(status: int, message: bytes | str = b"") -> None:
     """Raises NativeError for a non-zero kz_status, with the native message."""
     if status != 0:

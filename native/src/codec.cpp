@@ -15,6 +15,7 @@
 #include "kazetts/codec.h"
 
 #include "common_internal.h"
+#include "gguf_source.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -112,56 +113,7 @@ struct State {
 // loading
 // ---------------------------------------------------------------------------------------------
 
-struct Loader {
-    gguf_context *g = nullptr;
-    ggml_context *meta = nullptr;
-    FILE *f = nullptr;
-    std::string path;
-    ~Loader() {
-        if (f) std::fclose(f);
-        if (g) gguf_free(g);
-        if (meta) ggml_free(meta);
-    }
-    ggml_tensor *src(const std::string &name, bool required = true) const {
-        ggml_tensor *t = ggml_get_tensor(meta, name.c_str());
-        if (!t && required) throw Error(KZ_ERR_FORMAT, "missing tensor " + name + " in " + path);
-        return t;
-    }
-    std::vector<float> read(const ggml_tensor *t) const {
-        int64_t id = gguf_find_tensor(g, t->name);
-        size_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, id);
-        size_t nbytes = ggml_nbytes(t);
-        std::vector<uint8_t> raw(nbytes);
-        if (std::fseek(f, (long)off, SEEK_SET) != 0 || std::fread(raw.data(), 1, nbytes, f) != nbytes)
-            throw Error(KZ_ERR_IO, std::string("cannot read tensor ") + t->name + " from " + path);
-        std::vector<float> out(ggml_nelements(t));
-        if (t->type == GGML_TYPE_F32) {
-            std::memcpy(out.data(), raw.data(), nbytes);
-        } else {
-            const ggml_type_traits *tr = ggml_get_type_traits(t->type);
-            if (!tr || !tr->to_float) throw Error(KZ_ERR_FORMAT, std::string("unsupported tensor type for ") + t->name);
-            tr->to_float(raw.data(), out.data(), (int64_t)out.size());
-        }
-        return out;
-    }
-    double num(const std::string &key, double def) const {
-        int64_t id = gguf_find_key(g, key.c_str());
-        if (id < 0) return def;
-        switch (gguf_get_kv_type(g, id)) {
-            case GGUF_TYPE_UINT8: return gguf_get_val_u8(g, id);
-            case GGUF_TYPE_INT8: return gguf_get_val_i8(g, id);
-            case GGUF_TYPE_UINT16: return gguf_get_val_u16(g, id);
-            case GGUF_TYPE_INT16: return gguf_get_val_i16(g, id);
-            case GGUF_TYPE_UINT32: return gguf_get_val_u32(g, id);
-            case GGUF_TYPE_INT32: return gguf_get_val_i32(g, id);
-            case GGUF_TYPE_UINT64: return (double)gguf_get_val_u64(g, id);
-            case GGUF_TYPE_INT64: return (double)gguf_get_val_i64(g, id);
-            case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(g, id);
-            case GGUF_TYPE_FLOAT64: return gguf_get_val_f64(g, id);
-            default: return def;
-        }
-    }
-};
+using Loader = kz::GgufSource;
 
 // A weight to create: its final shape/type, and how to read its values (in its final layout)
 // once the buffer exists: one tensor is staged in F32 at a time, never the whole model.
@@ -215,14 +167,8 @@ struct Builder {
         c.cin = (int)s->ne[1];
         c.cout = (int)s->ne[2];
         c.dil = dil;
-        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, [this, s, c] {
-            std::vector<float> w = L.read(s), p(w.size());
-            for (int o = 0; o < c.cout; o++)
-                for (int ci = 0; ci < c.cin; ci++)
-                    for (int j = 0; j < c.k; j++)
-                        p[ci + (size_t)c.cin * (j + (size_t)c.k * o)] = w[j + (size_t)c.k * (ci + (size_t)c.cin * o)];
-            return p;
-        });
+        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout},
+                   [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); });
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -258,16 +204,7 @@ int count_blocks(const Loader &L, const char *fmt) {
 }
 
 void load_model(Model &m, const char *path, ggml_type fast) {
-    Loader L;
-    L.path = path;
-    L.f = std::fopen(path, "rb");
-    if (!L.f) throw Error(KZ_ERR_IO, std::string("cannot open ") + path);
-    char magic[4] = {0, 0, 0, 0};
-    if (std::fread(magic, 1, 4, L.f) != 4 || std::memcmp(magic, "GGUF", 4) != 0)
-        throw Error(KZ_ERR_FORMAT, std::string("not a GGUF file: ") + path);
-    gguf_init_params gp = {true, &L.meta};
-    L.g = gguf_init_from_file(path, gp);
-    if (!L.g) throw Error(KZ_ERR_FORMAT, std::string("cannot parse GGUF file ") + path);
+    const Loader L(path);
 
     const std::string W = "a.gen.wav.";
     Hparams &hp = m.hp;
