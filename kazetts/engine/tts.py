@@ -22,7 +22,8 @@ import numpy as np
 
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
-from kazetts.stages.prompt import Prompt, build_prompt, chat_text, instruct_text
+from kazetts.stages.codec_encoder import CodecEncoder
+from kazetts.stages.prompt import Prompt, build_icl_prompt, build_prompt, chat_text, instruct_text, ref_chat_text
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler
 from kazetts.stages.talker import Talker
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
@@ -65,6 +66,26 @@ class TTS:
         self.codec = CodecDecoder(mmproj, threads=threads, weights=codec_weights)
         self.voices = self.talker.file.voices
         self.sample_rate = self.codec.sample_rate
+        self.mmproj = mmproj
+        self.threads = threads
+        self._codec_encoder: CodecEncoder | None = None
+
+    # -- voice cloning building blocks (Base models) -------------------------------------------
+    @property
+    def codec_encoder(self) -> CodecEncoder:
+        """The codec encoder (reference audio -> codes), loaded on first use: only Base mmproj files
+        made by `kazetts convert` hold it (llama.cpp-made ones give x-vector cloning only)."""
+        if self._codec_encoder is None:
+            self._codec_encoder = CodecEncoder(self.mmproj, threads=self.threads)
+        return self._codec_encoder
+
+    def reference_frames(self, ref_codes: np.ndarray) -> np.ndarray:
+        """Talker input rows [T, hidden] of reference codes [T, 16] (ICL prompt): per frame the sum
+        of its 16 code embeddings, as for every generated frame."""
+        codes = np.asarray(ref_codes)
+        if codes.ndim != 2 or codes.shape[1] != self.codec.n_codebooks or len(codes) == 0:
+            raise ValueError(f"reference codes must be [frames >= 1, {self.codec.n_codebooks}], got shape {codes.shape}")
+        return np.stack([self.code_predictor.embed_codes(row) for row in codes])
 
     @property
     def speakers(self) -> list[str]:
@@ -80,18 +101,29 @@ class TTS:
 
     # -- requests -------------------------------------------------------------------------------
     def _prompts(self, text: str, speaker, language, instruct, speaker_embedding, text_streaming,
-                 max_frames) -> list[tuple[Prompt, int]]:
+                 max_frames, ref_codes=None, ref_text=None) -> list[tuple[Prompt, int]]:
         if not text or not text.strip():
             raise ValueError("empty text: there is nothing to say")
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
+        icl = ref_codes is not None or ref_text is not None
+        if icl:
+            if ref_codes is None or not ref_text or not ref_text.strip():
+                raise ValueError("ICL voice cloning needs both ref_codes and ref_text (the reference's transcript)")
+            if speaker or instruct:
+                raise ValueError("ICL voice cloning takes neither a speaker name nor an instruct")
+            ref_ids, ref_frames = self.talker.tokenize(ref_chat_text(ref_text)), self.reference_frames(ref_codes)
         prompts = []
         for piece in split_text(text, PIECE_CHARS):
             if not piece.strip():
                 continue
             ids = self.talker.tokenize(chat_text(piece))
-            prompt = build_prompt(self.talker.file, self.voices, ids, language=language, speaker=speaker,
-                                  instruct_ids=instruct_ids, speaker_embedding=speaker_embedding,
-                                  text_streaming=text_streaming)
+            if icl:
+                prompt = build_icl_prompt(self.talker.file, self.voices, ids, ref_ids, ref_frames, speaker_embedding,
+                                          language=language, text_streaming=text_streaming)
+            else:
+                prompt = build_prompt(self.talker.file, self.voices, ids, language=language, speaker=speaker,
+                                      instruct_ids=instruct_ids, speaker_embedding=speaker_embedding,
+                                      text_streaming=text_streaming)
             budget = max_frames if max_frames is not None else frame_budget(len(ids))
             if len(prompt.prefill) + budget > self.talker.n_ctx:
                 budget = self.talker.n_ctx - len(prompt.prefill)
@@ -104,12 +136,18 @@ class TTS:
                speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
                seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
                timings: dict | None = None, codes_out: list | None = None,
-               stopped_by: list | None = None) -> Iterator[AudioChunk]:
+               stopped_by: list | None = None, ref_codes: np.ndarray | None = None,
+               ref_text: str | None = None) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
-        as early as it can), then every `chunk_frames` frames (the codec runs faster on several)."""
+        as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
+
+        ICL voice cloning (Base): `ref_codes` [T, 16] (`codec_encoder.encode` of the reference at
+        24 kHz), `ref_text` (its transcript) and `speaker_embedding` (its x-vector); the codec
+        decodes every piece after the reference frames (`prime_codec`), whose audio is dropped."""
         if chunk_frames < 1:
             raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
-        prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
+        prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames,
+                                ref_codes, ref_text)
         timings = timings if timings is not None else {}
         rng = None if greedy else np.random.default_rng(seed)
         sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
@@ -118,7 +156,12 @@ class TTS:
         start, total_frames, joiner = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES)
         for index, (prompt, budget) in enumerate(prompts):
             last_piece = index + 1 == len(prompts)
-            self.codec.reset()
+            if ref_codes is None:
+                self.codec.reset()
+            else:
+                clock = time.perf_counter()
+                prime_codec(self.codec, ref_codes)
+                timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
             trace = TalkerTrace(record=False)
             pending: list[np.ndarray] = []
             frames = talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings)
@@ -162,6 +205,23 @@ class TTS:
         summary["real_time_factor"] = summary["wall_seconds"] / max(summary["audio_seconds"], 1e-9)
         return Result(audio.astype(np.float32), self.sample_rate,
                       np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32), summary, stopped)
+
+
+def prime_codec(codec: CodecDecoder, ref_codes: np.ndarray) -> np.ndarray:
+    """Streams the reference codes into a reset codec decoder and returns their samples (which
+    ICL output drops): the frames pushed next decode with the reference as left context, as the
+    reference's decode of [ref codes; generated codes] does (the streaming decoder equals a full
+    decode), so their samples are that decode with the first ref_frames * 1920 samples cut."""
+    codec.reset()
+    return codec.stream(ref_codes)
+
+
+def reference_cut(ref_frames: int, total_frames: int, n_samples: int) -> int:
+    """Where generate_voice_clone cuts its decode of [ref; generated] (n_samples samples):
+    int(ref_frames / total_frames * n_samples) in float64, which is ref_frames * 1920 or, for
+    some lengths (e.g. 15 of 22 frames), one sample less through rounding: the reference then
+    keeps the reference part's last sample. kazetts cuts at exactly ref_frames * 1920."""
+    return int(ref_frames / max(total_frames, 1) * n_samples)
 
 
 def _batched(frames: Iterator[np.ndarray], first: int, size: int) -> Iterator[list[np.ndarray]]:
