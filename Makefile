@@ -78,7 +78,7 @@ test: setup ref
 
 # The native stages' tests under AddressSanitizer + UBSan (a separate build of libkazetts; the
 # runtime is preloaded into the non-instrumented Python, with libstdc++ so that exceptions work).
-ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py
+ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py tests/test_voice_clone.py
 asan: setup
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DGGML_INCLUDE_DIR=$(LLAMA_SRC)/vendor/llama.cpp/ggml/include \
