@@ -115,10 +115,8 @@ def voice_clone(model, codec, processor, checkpoint: pathlib.Path, case: goldens
     tokenizer.feature_extractor = AutoFeatureExtractor.from_pretrained(checkpoint / "speech_tokenizer")
     model.load_speech_tokenizer(tokenizer)
     tts = Qwen3TTSModel(model, processor)
-    recording = goldens.RECORDINGS[case.ref_audio]
     items = tts.create_voice_clone_prompt(ref_audio=str(goldens.recording_path(dumps, case.ref_audio)),
-                                          ref_text=None if case.x_vector_only else recording.text,
-                                          x_vector_only_mode=case.x_vector_only)
+                                          ref_text=case.ref_text, x_vector_only_mode=case.ref_text is None)
     arrays["xvector"] = items[0].ref_spk_embedding.numpy().astype(np.float32)
     if items[0].ref_code is not None:
         arrays["ref_codes"] = items[0].ref_code.numpy().astype(np.int32)
@@ -218,18 +216,133 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
     return manifest
 
 
+def clone_wrapper(model, codec, processor, checkpoint: pathlib.Path):
+    """The reference's Qwen3TTSModel around our strictly loaded model, with its speech tokenizer
+    (Qwen3TTSTokenizer: feature extractor + codec) attached as from_pretrained does."""
+    from transformers import AutoFeatureExtractor
+
+    importlib.import_module("qwen_tts.inference.qwen3_tts_tokenizer")
+    wrapper_mod = importlib.import_module("qwen_tts.inference.qwen3_tts_model")
+    tok_mod = sys.modules["qwen_tts.inference.qwen3_tts_tokenizer"]
+    tokenizer = tok_mod.Qwen3TTSTokenizer()
+    tokenizer.model, tokenizer.config = codec, codec.config
+    tokenizer.feature_extractor = AutoFeatureExtractor.from_pretrained(checkpoint / "speech_tokenizer")
+    tokenizer.device = next(codec.parameters()).device
+    model.load_speech_tokenizer(tokenizer)
+    return wrapper_mod.Qwen3TTSModel(model, processor), wrapper_mod.VoiceClonePromptItem
+
+
+def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path, audio_dir: pathlib.Path) -> dict:
+    """A voice-clone case through the reference's own API: create_voice_clone_prompt's steps
+    (audio loading, resampling, speech_tokenizer.encode, extract_speaker_embedding), then
+    generate_voice_clone with that prompt (decode of [ref; generated] and the cut)."""
+    import librosa
+    import torch
+    from transformers import AutoTokenizer
+
+    from kazetts.validation.reference import load_strict
+
+    model, codec = load_strict(checkpoint)  # registers the 12 Hz modules first
+    from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor
+
+    processor = Qwen3TTSProcessor(tokenizer=AutoTokenizer.from_pretrained(checkpoint, fix_mistral_regex=True))
+    wrapper, PromptItem = clone_wrapper(model, codec, processor, checkpoint)
+    wav_path = str(audio_dir / case.ref_audio)
+
+    # create_voice_clone_prompt, step by step, to keep what each stage saw
+    (wav, sr), = wrapper._normalize_audio_inputs([wav_path])
+    enc_stages: dict[str, np.ndarray] = {}
+    encoder = codec.encoder
+    fed: dict[str, np.ndarray] = {}
+
+    def keep(name, transpose=False):
+        def hook(module, args, output):
+            value = output.last_hidden_state if hasattr(output, "last_hidden_state") else output
+            value = value[0].detach().float().numpy()
+            enc_stages[name] = (value.T if transpose else value).copy()
+        return hook
+
+    handles = [encoder.encoder.register_forward_hook(keep("enc_seanet")),
+               encoder.encoder_transformer.register_forward_hook(keep("enc_transformer", transpose=True)),
+               encoder.downsample.register_forward_hook(keep("enc_downsampled")),
+               encoder.encoder.register_forward_pre_hook(lambda m, a: fed.update(pcm=a[0][0, 0].numpy().copy()))]
+    ref_code = model.speech_tokenizer.encode([wav], sr=sr).audio_codes[0]
+    for h in handles:
+        h.remove()
+    pcm24 = wav if sr == model.speaker_encoder_sample_rate else librosa.resample(
+        y=wav.astype(np.float32), orig_sr=int(sr), target_sr=model.speaker_encoder_sample_rate)
+    xvector = model.extract_speaker_embedding(audio=pcm24, sr=model.speaker_encoder_sample_rate)
+    icl = case.ref_text is not None
+    item = PromptItem(ref_code=ref_code if icl else None, ref_spk_embedding=xvector, x_vector_only_mode=not icl,
+                      icl_mode=icl, ref_text=case.ref_text)
+
+    generated: dict[str, np.ndarray] = {}
+    original_generate = model.generate
+
+    def generate(*args, **kwargs):
+        out = original_generate(*args, **kwargs)
+        generated["codes"] = out[0][0].numpy().astype(np.int32)
+        return out
+
+    model.generate = generate
+    recorder = Recorder(model, codec)
+    torch.manual_seed(0)
+    wavs, _ = wrapper.generate_voice_clone(case.text, language=case.language, voice_clone_prompt=[item],
+                                           non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
+                                           do_sample=False, subtalker_dosample=False)
+    codes, calls = generated["codes"], recorder.calls
+    text_ids = reference_tokenize(processor, wrapper._build_assistant_text(case.text))
+    arrays: dict[str, np.ndarray] = {
+        "text_ids": text_ids[0].numpy().astype(np.int32),
+        "ref_pcm": fed["pcm"].astype(np.float32),
+        "ref_codes": ref_code.numpy().astype(np.int32),
+        "xvector": xvector.float().numpy().copy(),
+        "prompt_embeds": calls["embeds"][0],
+        "talker_inputs": np.stack([e[-1] for e in calls["embeds"][1:]]),
+        "talker_hidden": np.stack(calls["hidden"]),
+        "talker_logits": np.stack(calls["logits"]),
+        "codes": codes,
+        "waveform": np.asarray(wavs[0], np.float32),
+        **enc_stages,
+    }
+    if icl:
+        arrays["ref_text_ids"] = reference_tokenize(processor, wrapper._build_ref_text(case.ref_text))[0].numpy().astype(np.int32)
+    n_calls = len(calls["logits"])
+    manifest = {
+        "case": goldens.case_dict(case),
+        "frames": int(codes.shape[0]),
+        "ref_frames": int(ref_code.shape[0]),
+        "ref_sample_rate": int(sr),
+        "talker_calls": n_calls,
+        "stopped_by": "eos" if n_calls < case.max_new_tokens else "max_new_tokens",
+        "codec_eos_token_id": model.config.talker_config.codec_eos_token_id,
+        "checkpoint": {"preset": case.preset, "model_type": case.model_type, "seed": case.checkpoint_seed,
+                       "dtype": "bfloat16", "sha256": goldens.checkpoint_digests(checkpoint)},
+        "ref_audio_sha256": goldens.sha256_file(audio_dir / case.ref_audio),
+        "settings": {"dtype": "float32", "attn_implementation": {"talker": "eager", "codec_encoder": codec.encoder.config._attn_implementation},
+                     "greedy": True, "threads": torch.get_num_threads(), "non_streaming_mode": case.non_streaming,
+                     "max_new_tokens": case.max_new_tokens, "api": "create_voice_clone_prompt steps + generate_voice_clone"},
+        "versions": _versions(),
+        "machine": {"cpu": cpu_model(), "arch": platform.machine()},
+    }
+    goldens.save_case(out_dir, manifest, arrays)
+    return manifest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=pathlib.Path, default=REPO / "dumps")
-    parser.add_argument("--cases", default=",".join(goldens.CASES_BY_NAME), help="comma-separated case names")
+    parser.add_argument("--cases", default=",".join([*goldens.CASES_BY_NAME, *goldens.CLONE_CASES_BY_NAME]),
+                        help="comma-separated case names")
     parser.add_argument("--checkpoints", type=pathlib.Path, default=None,
                         help="where to build the synthetic checkpoints (default: a temporary directory)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n]
-    unknown = [n for n in names if n not in goldens.CASES_BY_NAME]
+    every = {**goldens.CASES_BY_NAME, **goldens.CLONE_CASES_BY_NAME}
+    unknown = [n for n in names if n not in every]
     if unknown:
-        parser.error(f"unknown case(s) {unknown}; choose from {list(goldens.CASES_BY_NAME)}")
+        parser.error(f"unknown case(s) {unknown}; choose from {list(every)}")
 
     import torch
 
@@ -237,12 +350,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.checkpoints or pathlib.Path(tmp)
         for name in names:
-            case = goldens.CASES_BY_NAME[name]
+            case = every[name]
             checkpoint = root / f"{case.preset}-{case.model_type}-{case.checkpoint_seed}"
             if not (checkpoint / "model.safetensors").exists():
                 make_checkpoint(case.preset, checkpoint, case.model_type, case.checkpoint_seed)
             start = time.perf_counter()
-            manifest = run_case(case, checkpoint, args.out)
+            if case.ref_audio is None:
+                manifest = run_case(case, checkpoint, args.out / case.name)
+            else:
+                audio = REPO / "dumps" / goldens.CLONE_DIR / goldens.REF_AUDIO_DIR
+                manifest = run_clone_case(case, checkpoint, args.out / goldens.CLONE_DIR / case.name, audio)
             print(f"{name:24s} {manifest['frames']:4d} frames, stopped by {manifest['stopped_by']:15s} "
                   f"{time.perf_counter() - start:6.1f}s", flush=True)
     return 0

@@ -23,7 +23,7 @@ def dumps():
 
 
 def test_every_case_is_dumped_and_nothing_else():
-    on_disk = sorted(p.name for p in DUMPS.iterdir() if p.is_dir() and p.name != goldens.RECORDINGS_DIR)
+    on_disk = sorted(p.name for p in DUMPS.iterdir() if p.is_dir() and p.name not in (goldens.RECORDINGS_DIR, goldens.CLONE_DIR))
     assert on_disk == sorted(CASE_NAMES)
 
 
@@ -148,12 +148,13 @@ def test_dump_goldens_reproduces_committed_goldens(ref_python, tmp_path):
     """The reference, rerun from scratch, gives the committed goldens bit for bit (same CPU)."""
     result = run_script(ref_python, "dump_goldens.py", "--out", tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    for name in CASE_NAMES:
+    clone = [f"{goldens.CLONE_DIR}/{case.name}" for case in goldens.CLONE_CASES]
+    for name in CASE_NAMES + clone:
         want_manifest, want = goldens.load_case(DUMPS / name)
         got_manifest, got = goldens.load_case(tmp_path / name)
         assert got_manifest["checkpoint"] == want_manifest["checkpoint"]
         assert sorted(got) == sorted(want)
-        for key in ("text_ids", "codes") + (("instruct_ids",) if "instruct_ids" in want else ()):
+        for key in ("text_ids", "codes") + tuple(k for k in ("instruct_ids", "ref_codes", "ref_text_ids") if k in want):
             assert np.array_equal(got[key], want[key]), f"{name}/{key}"
         same_cpu = want_manifest["machine"]["cpu"] == got_manifest["machine"]["cpu"]
         for key, value in want.items():

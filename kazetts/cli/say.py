@@ -214,18 +214,19 @@ def _voices(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from kazetts.validation.validate import case_dirs, skip_reason, validate_case
+    from kazetts.validation.validate import golden_dirs, skip_reason, validate_case, validate_clone_case
 
     tts = engine(args, "f32")  # the exact path: the gates are the reference's tolerances
     quantized = not pathlib.Path(tts.talker.file.path).name.endswith("-f32.gguf")
     failed = 0
     print(f"{'case':24s} {'stage':11s} {'gate':5s} figures")
-    for case_dir in case_dirs(pathlib.Path(args.dumps)):
+    for case_dir, clone in golden_dirs(pathlib.Path(args.dumps)):
         reason = skip_reason(tts, case_dir)
         if reason:
             print(f"{case_dir.name:24s} {'-':11s} {'skip':5s} {reason}")
             continue
-        for check in validate_case(tts, case_dir, quantized):
+        run = validate_clone_case if clone else validate_case
+        for check in run(tts, case_dir, quantized):
             failed += not check.passed
             print(f"{check.case:24s} {check.stage:11s} {'ok' if check.passed else 'FAIL':5s} {check.detail}", flush=True)
     print(f"{'all gates passed' if not failed else f'{failed} gate(s) failed'}"

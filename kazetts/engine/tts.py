@@ -25,12 +25,16 @@ from typing import Iterator
 
 import numpy as np
 
+from kazetts.gguf import names as N
 from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError
+from kazetts.gguf.header import GGUFHeader
 from kazetts.engine.limits import MAX_SEED, MAX_THREADS
 from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
-from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, Prompt, build_prompt, chat_text, instruct_text
+from kazetts.stages.codec_encoder import CodecEncoder
+from kazetts.stages.prompt import (ROLE_TOKENS, TAIL_TOKENS, Prompt, build_icl_prompt, build_prompt, chat_text,
+                                    instruct_text, ref_chat_text)
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
@@ -43,8 +47,8 @@ FRAME_SECONDS = 0.08
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
-NO_CODEC_ENCODER = ("this build/model has no codec encoder: ICL cloning needs the reference's codec codes "
-                    "(a codec encoder in the mmproj) and its transcript; use x_vector_only=True")
+NO_CODEC_ENCODER = ("this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
+                    "does): ICL cloning needs the reference's codec codes; use x_vector_only=True")
 
 
 def frame_budget(n_text_tokens: int) -> int:
@@ -102,7 +106,9 @@ class TTS:
         self.voices = self.talker.file.voices
         self.sample_rate = self.codec.sample_rate
         self.mmproj, self.threads = str(mmproj), threads
+        self.mmproj_tensors = frozenset(GGUFHeader(mmproj).tensors)  # what the mmproj holds (e.g. a codec encoder)
         self._fingerprint: ModelFingerprint | None = None
+        self._codec_encoder: CodecEncoder | None = None
 
     def _check_files_match(self, mmproj) -> None:
         """The talker and the mmproj come from one model (their widths and vocabularies agree)."""
@@ -124,7 +130,8 @@ class TTS:
                 self._lock.release()
 
     def _free(self) -> None:
-        for stage in (self.codec, self.code_predictor, self.talker, self._speaker_encoder):
+        for stage in (self.codec, self.code_predictor, self.talker, self._speaker_encoder,
+                      getattr(self, "_codec_encoder", None)):
             if stage is not None:
                 stage.close()
 
@@ -133,6 +140,23 @@ class TTS:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # -- voice cloning building blocks (Base models) -------------------------------------------
+    @property
+    def codec_encoder(self) -> CodecEncoder:
+        """The codec encoder (reference audio -> codes), loaded on first use: only Base mmproj files
+        made by `kazetts convert` hold it (llama.cpp-made ones give x-vector cloning only)."""
+        if self._codec_encoder is None:
+            self._codec_encoder = CodecEncoder(self.mmproj, threads=self.threads)
+        return self._codec_encoder
+
+    def reference_frames(self, ref_codes: np.ndarray) -> np.ndarray:
+        """Talker input rows [T, hidden] of reference codes [T, 16] (ICL prompt): per frame the sum
+        of its 16 code embeddings, as for every generated frame."""
+        codes = np.asarray(ref_codes)
+        if codes.ndim != 2 or codes.shape[1] != self.codec.n_codebooks or len(codes) == 0:
+            raise ValueError(f"reference codes must be [frames >= 1, {self.codec.n_codebooks}], got shape {codes.shape}")
+        return np.stack([self.code_predictor.embed_codes(row) for row in codes])
 
     @property
     def speakers(self) -> list[str]:
@@ -149,12 +173,9 @@ class TTS:
     # -- voice cloning (Base models) ------------------------------------------------------------
     @property
     def has_codec_encoder(self) -> bool:
-        """Whether ICL cloning is possible (the codec encoder is not in this build yet)."""
-        return self._codec_encoder() is not None
-
-    def _codec_encoder(self):
-        """The codec encoder that gives a reference its codes (ICL), or None."""
-        return None
+        """Whether ICL cloning is possible: a Base mmproj made by `kazetts convert` holds the codec
+        encoder; llama.cpp's converter never writes it (x-vector cloning only)."""
+        return self.model_type == "base" and any(name.startswith(N.ENC + ".") for name in self.mmproj_tensors)
 
     def _require_base(self) -> None:
         if self.model_type != "base":
@@ -182,18 +203,25 @@ class TTS:
         also holds the reference codes that ICL cloning needs."""
         self._require_base()
         return enroll(self.speaker_encoder, self.model_fingerprint, ref_audio, ref_text,
-                      codec_encoder=self._codec_encoder() if ref_text else None, timings=timings)
+                      codec_encoder=self.codec_encoder if ref_text and self.has_codec_encoder else None,
+                      timings=timings)
 
-    def _clone(self, voice: Voice | None, ref_audio, ref_text: str | None, x_vector_only: bool | None,
-               speaker, speaker_embedding) -> np.ndarray | None:
-        """The speaker row a cloning request gives (None when it is not one). x_vector_only None:
-        ICL when there is a reference text, else x-vector only."""
+    def _clone(self, voice: Voice | None, ref_audio, ref_text: str | None, x_vector_only: bool | None, ref_codes,
+               speaker, speaker_embedding) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+        """A request's (speaker embedding, ICL reference codes, ICL reference text): a cloned
+        voice's, else the request's own. x_vector_only None: ICL when there is a reference text,
+        else x-vector only."""
         if voice is None and ref_audio is None:
+            if ref_codes is not None:  # ICL asked for directly (_prompts checks the rest)
+                self._require_base()
+                return speaker_embedding, ref_codes, ref_text
             if ref_text is not None or x_vector_only is not None:
                 raise ValueError("ref_text and x_vector_only need a voice= or ref_audio= to clone")
-            return None
+            return speaker_embedding, None, None
         if voice is not None and ref_audio is not None:
             raise ValueError("give either a voice or a ref_audio, not both")
+        if ref_codes is not None:
+            raise ValueError("ref_codes come from the voice or ref_audio: give only one of them")
         if speaker or speaker_embedding is not None:
             raise ValueError("a cloned voice replaces speaker= and speaker_embedding=: give only one of them")
         self._require_base()
@@ -211,13 +239,12 @@ class TTS:
                 raise ValueError("ICL cloning (x_vector_only=False) needs ref_text, the words said in the reference")
             if voice.ref_codes is None:
                 raise ValueError(NO_CODEC_ENCODER)
-            # hook for ICL: the reference text and codes go into the prompt with the codec encoder's half
-            raise ValueError("ICL cloning is not in this build yet (the voice has reference codes); use x_vector_only=True")
-        return voice.x_vector
+            return voice.x_vector, voice.ref_codes, voice.ref_text
+        return voice.x_vector, None, None
 
     # -- requests -------------------------------------------------------------------------------
     def _prompts(self, text: str, speaker, language, instruct, speaker_embedding, text_streaming,
-                 max_frames) -> list[tuple[Prompt, int]]:
+                 max_frames, ref_codes=None, ref_text=None) -> list[tuple[Prompt, int]]:
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         if not text.strip():
@@ -227,14 +254,25 @@ class TTS:
         if max_frames is not None:
             check_int("max_frames", max_frames, 1)
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
+        icl = ref_codes is not None or ref_text is not None
+        if icl:
+            if ref_codes is None or not ref_text or not ref_text.strip():
+                raise ValueError("ICL voice cloning needs both ref_codes and ref_text (the reference's transcript)")
+            if speaker or instruct:
+                raise ValueError("ICL voice cloning takes neither a speaker name nor an instruct")
+            ref_ids, ref_frames = self.talker.tokenize(ref_chat_text(ref_text)), self.reference_frames(ref_codes)
         prompts = []
         for piece in split_text(text, PIECE_CHARS):
             if not piece.strip():
                 continue
             ids = self.talker.tokenize(chat_text(piece))
-            prompt = build_prompt(self.talker.file, self.voices, ids, language=language, speaker=speaker,
-                                  instruct_ids=instruct_ids, speaker_embedding=speaker_embedding,
-                                  text_streaming=text_streaming)
+            if icl:
+                prompt = build_icl_prompt(self.talker.file, self.voices, ids, ref_ids, ref_frames, speaker_embedding,
+                                          language=language, text_streaming=text_streaming)
+            else:
+                prompt = build_prompt(self.talker.file, self.voices, ids, language=language, speaker=speaker,
+                                      instruct_ids=instruct_ids, speaker_embedding=speaker_embedding,
+                                      text_streaming=text_streaming)
             budget = max_frames if max_frames is not None else frame_budget(len(ids))
             if len(prompt.prefill) + budget > self.talker.n_ctx:
                 budget = self.talker.n_ctx - len(prompt.prefill)
@@ -247,21 +285,25 @@ class TTS:
                speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
                seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
                voice: Voice | None = None, ref_audio=None, ref_text: str | None = None,
-               x_vector_only: bool | None = None, timings: dict | None = None, codes_out: list | None = None,
+               x_vector_only: bool | None = None, ref_codes: np.ndarray | None = None,
+               timings: dict | None = None, codes_out: list | None = None,
                stopped_by: list | None = None) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
 
         Base models clone a voice: `voice` (from enroll / Voice.load) or `ref_audio` (a path or
         (array, sample_rate), enrolled on the fly) with an optional `ref_text`; x_vector_only
-        True is x-vector cloning, False ICL, None ICL when there is a reference text.
+        True is x-vector cloning, False ICL, None ICL when there is a reference text. ICL can also
+        be asked for directly: `ref_codes` [T, 16] (`codec_encoder.encode` of the reference at 24
+        kHz), `ref_text` (its transcript) and `speaker_embedding` (its x-vector). ICL decodes every
+        piece after the reference frames (`prime_codec`), whose audio is dropped.
 
         The whole request is checked (ValueError) before any compute; BusyError if this TTS
         is serving another request."""
         yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
                                                   text_streaming, greedy, seed, max_frames, chunk_frames, timings,
                                                   codes_out, stopped_by, voice, ref_audio, ref_text,
-                                                  x_vector_only))
+                                                  x_vector_only, ref_codes))
 
     def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         """Runs one request's generator while holding this TTS (BusyError if another holds it);
@@ -285,14 +327,14 @@ class TTS:
 
     def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, greedy, seed,
                 max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
-                x_vector_only) -> Iterator[AudioChunk]:
+                x_vector_only, ref_codes) -> Iterator[AudioChunk]:
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
-        cloned = self._clone(voice, ref_audio, ref_text, x_vector_only, speaker, speaker_embedding)
-        if cloned is not None:
-            speaker_embedding = cloned
-        prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames)
+        speaker_embedding, ref_codes, ref_text = self._clone(voice, ref_audio, ref_text, x_vector_only, ref_codes,
+                                                             speaker, speaker_embedding)
+        prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames,
+                                ref_codes, ref_text)
         timings = timings if timings is not None else {}
         rng = None if greedy else native.Rng(seed)
         sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
@@ -301,7 +343,12 @@ class TTS:
         start, total_frames, joiner = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES)
         for index, (prompt, budget) in enumerate(prompts):
             last_piece = index + 1 == len(prompts)
-            self.codec.reset()
+            if ref_codes is None:
+                self.codec.reset()
+            else:
+                clock = time.perf_counter()
+                prime_codec(self.codec, ref_codes)
+                timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
             trace = TalkerTrace(record=False)
             pending: list[np.ndarray] = []
             frames = talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings)
@@ -433,6 +480,23 @@ class TTS:
         if codes_out is not None:
             codes_out.extend(frames)
         return AudioChunk(joiner.push(audio, last_piece=False), piece, total_frames)
+
+
+def prime_codec(codec: CodecDecoder, ref_codes: np.ndarray) -> np.ndarray:
+    """Streams the reference codes into a reset codec decoder and returns their samples (which
+    ICL output drops): the frames pushed next decode with the reference as left context, as the
+    reference's decode of [ref codes; generated codes] does (the streaming decoder equals a full
+    decode), so their samples are that decode with the first ref_frames * 1920 samples cut."""
+    codec.reset()
+    return codec.stream(ref_codes)
+
+
+def reference_cut(ref_frames: int, total_frames: int, n_samples: int) -> int:
+    """Where generate_voice_clone cuts its decode of [ref; generated] (n_samples samples):
+    int(ref_frames / total_frames * n_samples) in float64, which is ref_frames * 1920 or, for
+    some lengths (e.g. 15 of 22 frames), one sample less through rounding: the reference then
+    keeps the reference part's last sample. kazetts cuts at exactly ref_frames * 1920."""
+    return int(ref_frames / max(total_frames, 1) * n_samples)
 
 
 def _batched(frames: Iterator[np.ndarray], first: int, size: int) -> Iterator[list[np.ndarray]]:

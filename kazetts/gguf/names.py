@@ -98,6 +98,32 @@ SPK_BLOCK = {
     "res2net_block.blocks.{xid}.conv": "a.blk.{bid}.res2.{xid}",
 }
 
+# ---- codec encoder (kazetts.enc.*, Base models only; llama.cpp neither writes nor reads them) ---
+# The 12 Hz tokenizer's encoder (transformers' MimiModel encoder side), for reference audio.
+ENC = "kazetts.enc"
+ENC_SEANET = "kazetts.enc.seanet"          # + .{layer}[.block.{j}].{weight,bias}: HF encoder.encoder.layers.*
+ENC_DOWN = "kazetts.enc.down.weight"       # k4/s2 replicate-padded downsample, no bias
+ENC_TFM_LAYER = {  # encoder.encoder_transformer.layers.N.<key> -> kazetts.enc.tfm.blk.N.<name>
+    "input_layernorm.weight": "ln1.weight",
+    "input_layernorm.bias": "ln1.bias",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_out.weight",
+    "self_attn_layer_scale.scale": "ls1.weight",
+    "post_attention_layernorm.weight": "ln2.weight",
+    "post_attention_layernorm.bias": "ln2.bias",
+    "mlp.fc1.weight": "ffn_up.weight",
+    "mlp.fc2.weight": "ffn_down.weight",
+    "mlp_layer_scale.scale": "ls2.weight",
+}
+# RVQ encode side: 1x1 input projections [dim, hidden] and codebooks embed_sum / clamp(usage, 1e-5)
+# (semantic [size, dim]; acoustic [n_codebooks - 1, size, dim], only the codebooks the model uses)
+ENC_SEM_PROJ = "kazetts.enc.quant.semantic.in_proj.weight"
+ENC_SEM_CODEBOOK = "kazetts.enc.quant.semantic.codebook.weight"
+ENC_AC_PROJ = "kazetts.enc.quant.acoustic.in_proj.weight"
+ENC_AC_CODEBOOK = "kazetts.enc.quant.acoustic.codebook.weight"
+
 # ---- llama.cpp clip keys (not in PyPI gguf 0.19) ---------------------------------------------
 CLIP_HAS_AUDIO = "clip.has_audio_encoder"
 CLIP_HAS_GEN_AUDIO = "clip.has_gen_audio_encoder"
@@ -121,5 +147,9 @@ K_CODE = "kazetts.code."                       # code predictor hparams
 K_WAV = "kazetts.wav."                         # codec decoder hparams
 K_SPK = "kazetts.spk."                         # speaker encoder hparams (Base)
 K_SOURCE_SHA256 = "kazetts.source_sha256."     # + config.json, speech_tokenizer/config.json: the source's configs
+K_ENC = "kazetts.enc."                         # codec encoder hparams (Base): encoder_config + below
+K_ENC_CODEBOOKS = "kazetts.enc.n_codebooks"    # encoder_valid_num_quantizers (16)
+K_ENC_HOP = "kazetts.enc.downsample_rate"      # encode_downsample_rate (1920 samples a frame)
+K_ENC_RATE = "kazetts.enc.input_sample_rate"   # 24000
 
 FORMAT_VERSION = 1

@@ -18,14 +18,9 @@ from kazetts.stages import native
 WEIGHTS = {"f32": 0, "f16": 1}
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
-_BOUND = False
 
 
 def _bind() -> ctypes.CDLL:
-    global _BOUND
-    lib = native.library()
-    if _BOUND:
-        return lib
     P = ctypes.c_void_p
     sigs = {
         "kz_codec_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_size_t]),
@@ -46,12 +41,7 @@ def _bind() -> ctypes.CDLL:
         "kz_codec_stream_position": (ctypes.c_int64, [P]),
         "kz_codec_reset": (ctypes.c_int, [P]),
     }
-    for name, (res, args) in sigs.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
-    _BOUND = True
-    return lib
+    return native.bind(sigs)
 
 
 def _fptr(a: np.ndarray | None):

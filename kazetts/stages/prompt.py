@@ -30,6 +30,8 @@ import numpy as np
 # Chat wrapper of the text: ids[0:3] = <|im_start|>assistant\n, ids[-5:] = <|im_end|>\n<|im_start|>assistant\n
 ROLE_TOKENS = 3
 TAIL_TOKENS = 5
+# Reference transcript wrapper (ICL): ids[-2:] = <|im_end|>\n
+REF_TAIL_TOKENS = 2
 
 
 class EmbeddingRows(Protocol):
@@ -115,12 +117,68 @@ def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int
                  speaker_embedding: np.ndarray | None = None, text_streaming: bool = True) -> Prompt:
     """Builds the reference's talker inputs. `text_ids` is the chat-wrapped text (see module doc)."""
     text_ids = list(text_ids)
+    parts, bos_row, special = _prefix(rows, voices, text_ids, language, speaker, instruct_ids, speaker_embedding)
+    tts_eos, tts_pad = special["eos"], special["pad"]
+    body = text_ids[ROLE_TOKENS:-TAIL_TOKENS]
+    if text_streaming:
+        parts.append(rows.text(body[:1]) + bos_row)
+        trailing = np.concatenate([rows.text(body[1:]).reshape(-1, tts_pad.shape[0]), tts_eos[None]])
+    else:
+        pad = rows.codec([voices.codec_pad])
+        parts += [rows.text(body) + pad, tts_eos[None] + pad, tts_pad[None] + bos_row]
+        trailing = np.zeros((0, tts_pad.shape[0]), np.float32)
+    return Prompt(np.concatenate(parts).astype(np.float32), trailing.astype(np.float32), tts_pad.astype(np.float32))
+
+
+def build_icl_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int], ref_text_ids: Sequence[int],
+                     ref_frames: np.ndarray, speaker_embedding: np.ndarray, *, language: str = "auto",
+                     text_streaming: bool = True) -> Prompt:
+    """The reference's ICL voice-clone inputs (`generate_icl_prompt`): the x-vector prefix, then
+    text rows P(ref body ++ text body) ++ P(tts_eos) aligned with codec rows C(bos) ++ ref_frames.
+
+    `text_ids` is the chat-wrapped text (`chat_text`), `ref_text_ids` the chat-wrapped transcript
+    of the reference (`ref_chat_text`), `ref_frames` [T, hidden] the reference frames' talker
+    inputs: the sum of the 16 code embeddings of each frame (talker codec_embedding for CB0, the
+    code predictor's tables for CB1..15; `CodePredictor.embed_codes`). Streaming: row i is text
+    row i + codec row i; text rows beyond the codec rows are fed one per generated step, and if
+    the text is shorter it is padded with P(tts_pad). Non-streaming: every text row + C(pad), then
+    every codec row + P(tts_pad)."""
+    text_ids, ref_text_ids = list(text_ids), list(ref_text_ids)
+    if speaker_embedding is None:
+        raise ValueError("voice cloning from reference codes needs the reference's speaker embedding (x-vector)")
+    if len(ref_text_ids) <= ROLE_TOKENS + REF_TAIL_TOKENS:
+        raise ValueError("empty reference text: ICL cloning needs the transcript of the reference audio")
+    frames = np.asarray(ref_frames, np.float32)
+    parts, bos_row, special = _prefix(rows, voices, text_ids, language, None, None, speaker_embedding)
+    tts_eos, tts_pad = special["eos"], special["pad"]
+    if frames.ndim != 2 or frames.shape[1] != tts_pad.shape[0] or len(frames) == 0:
+        raise ValueError(f"reference frames must be [frames >= 1, {tts_pad.shape[0]}], got shape {frames.shape}")
+    body = ref_text_ids[ROLE_TOKENS:-REF_TAIL_TOKENS] + text_ids[ROLE_TOKENS:-TAIL_TOKENS]
+    text = np.concatenate([rows.text(body), tts_eos[None]])
+    codec = np.concatenate([bos_row, frames])
+    empty = np.zeros((0, tts_pad.shape[0]), np.float32)
+    if not text_streaming:
+        parts += [text + rows.codec([voices.codec_pad]), codec + tts_pad]
+        trailing = empty
+    elif len(text) > len(codec):
+        parts.append(text[:len(codec)] + codec)
+        trailing = text[len(codec):]
+    else:
+        parts.append(np.concatenate([text, np.repeat(tts_pad[None], len(codec) - len(text), axis=0)]) + codec)
+        trailing = empty
+    return Prompt(np.concatenate(parts).astype(np.float32), trailing.astype(np.float32), tts_pad.astype(np.float32))
+
+
+def _prefix(rows: EmbeddingRows, voices: VoiceTable, text_ids: list[int], language: str, speaker: str | None,
+            instruct_ids: Sequence[int] | None, speaker_embedding: np.ndarray | None):
+    """Rows every mode starts with ([instruct], role, codec tags up to C(pad)), the C(bos) row the
+    text part starts from, and the P(tts_*) rows {"bos", "eos", "pad"}."""
     if len(text_ids) <= ROLE_TOKENS + TAIL_TOKENS:
         raise ValueError("empty text: there is nothing to say")
     lang_id = voices.language_id(language, speaker)
     bos_eos_pad = rows.text([voices.tts_bos, voices.tts_eos, voices.tts_pad])
-    tts_bos, tts_eos, tts_pad = bos_eos_pad[0], bos_eos_pad[1], bos_eos_pad[2]
-    speaker_row = _speaker_row(rows, voices, speaker, speaker_embedding, hidden=tts_pad.shape[0])
+    special = {"bos": bos_eos_pad[0], "eos": bos_eos_pad[1], "pad": bos_eos_pad[2]}
+    speaker_row = _speaker_row(rows, voices, speaker, speaker_embedding, hidden=special["pad"].shape[0])
     if instruct_ids is not None and not voices.supports_instruct:
         raise ValueError(f"this {voices.model_type} model does not take an instruct")
     _check_voice(voices, speaker, instruct_ids, speaker_embedding)
@@ -134,18 +192,10 @@ def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int
         codec_rows.append(speaker_row[None])
     codec_rows.append(rows.codec([voices.codec_pad, voices.codec_bos]))
     codec = np.concatenate(codec_rows)
-    text_side = np.concatenate([np.repeat(tts_pad[None], len(codec) - 2, axis=0), tts_bos[None]])
+    text_side = np.concatenate([np.repeat(special["pad"][None], len(codec) - 2, axis=0), special["bos"][None]])
     parts = [] if instruct_ids is None else [rows.text(list(instruct_ids))]
     parts += [rows.text(text_ids[:ROLE_TOKENS]), text_side + codec[:-1]]
-    body = text_ids[ROLE_TOKENS:-TAIL_TOKENS]
-    if text_streaming:
-        parts.append(rows.text(body[:1]) + codec[-1:])
-        trailing = np.concatenate([rows.text(body[1:]), tts_eos[None]])  # one-token text: just tts_eos
-    else:
-        pad = rows.codec([voices.codec_pad])
-        parts += [rows.text(body) + pad, tts_eos[None] + pad, tts_pad[None] + rows.codec([voices.codec_bos])]
-        trailing = np.zeros((0, tts_pad.shape[0]), np.float32)
-    return Prompt(np.concatenate(parts).astype(np.float32), trailing.astype(np.float32), tts_pad.astype(np.float32))
+    return parts, codec[-1:], special
 
 
 def _speaker_row(rows: EmbeddingRows, voices: VoiceTable, speaker: str | None,
@@ -189,6 +239,11 @@ def _check_voice(voices: VoiceTable, speaker: str | None, instruct_ids, speaker_
 def chat_text(text: str) -> str:
     """The assistant turn the reference tokenizes around the text to speak."""
     return f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def ref_chat_text(ref_text: str) -> str:
+    """The assistant turn the reference tokenizes around the transcript of an ICL reference."""
+    return f"<|im_start|>assistant\n{ref_text}<|im_end|>\n"
 
 
 def instruct_text(instruct: str) -> str:

@@ -143,6 +143,8 @@ def tensor_type(name: str, shape: tuple[int, ...], out_type: str, mmproj: bool):
     checkpoint. llama.cpp loads F32 kernels too (ggml_conv_1d / _dw take any kernel type)."""
     import gguf
     Q = gguf.GGMLQuantizationType
+    if name.startswith(N.ENC + "."):
+        return _encoder_type(name, shape, out_type)
     forced = _forced_type(name) if mmproj and out_type != "f32" else None
     if len(shape) <= 1 or name.endswith("_norm.weight"):
         return Q.F32
@@ -154,6 +156,17 @@ def tensor_type(name: str, shape: tuple[int, ...], out_type: str, mmproj: bool):
     if qt == Q.Q8_0 and shape[-1] % gguf.GGML_QUANT_SIZES[Q.Q8_0][0] != 0:
         return Q.F16                     # llama.cpp: QuantError -> "falling back to F16"
     return qt
+
+
+def _encoder_type(name: str, shape: tuple[int, ...], out_type: str):
+    """Codec encoder tensors (ours, not llama.cpp's): the nearest-neighbour search (projections and
+    codebooks) and every vector stay F32, so codes are exact; conv / linear weights are F32 in an
+    f32 file, F16 otherwise (the encoder runs once per reference recording: no Q8_0)."""
+    import gguf
+    Q = gguf.GGMLQuantizationType
+    if len(shape) <= 1 or name.startswith(N.ENC + ".quant.") or out_type == "f32":
+        return Q.F32
+    return Q.F16
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,6 +230,8 @@ class _Checkpoint:
         self.generation = json.loads(gen.read_text()) if gen.is_file() else {}
         self.model_type = self.config.get("tts_model_type", "base")
         self.has_speaker_encoder = any(k.startswith("speaker_encoder.") for k in self.model.keys())
+        # the codec encoder only serves voice cloning: written for Base models only
+        self.has_codec_encoder = self.model_type == "base" and "encoder_config" in self.st_config
 
     def require(self, st: SafeTensors, names: list[str], what: str):
         missing = [n for n in names if n not in st]
@@ -333,6 +348,11 @@ def _code_tensors(ck: _Checkpoint) -> list[_Tensor]:
     return out
 
 
+def _codebook(st: SafeTensors, embed_sum: str, cluster_usage: str) -> np.ndarray:
+    """Codebook vectors as the reference computes them: embed_sum / clamp(cluster_usage, 1e-5), float32."""
+    return st.get(embed_sum) / np.maximum(st.get(cluster_usage), np.float32(1e-5))[:, None]
+
+
 def _wav_tensors(ck: _Checkpoint) -> list[_Tensor]:
     c, w = ck.codec, ck.wav
     n_rest = w["num_quantizers"] - w.get("num_semantic_quantizers", 1)
@@ -351,9 +371,7 @@ def _wav_tensors(ck: _Checkpoint) -> list[_Tensor]:
         add(name, hf, lambda: c.get(hf).reshape(shape[:-1]), shape[:-1])
 
     def codebook(prefix, i):
-        s = c.get(f"{prefix}.vq.layers.{i}._codebook.embedding_sum")
-        u = c.get(f"{prefix}.vq.layers.{i}._codebook.cluster_usage")
-        return s / np.maximum(u, np.float32(1e-5))[:, None]
+        return _codebook(c, f"{prefix}.vq.layers.{i}._codebook.embedding_sum", f"{prefix}.vq.layers.{i}._codebook.cluster_usage")
 
     def snake(name, hf_alpha, hf_beta):
         ck.require(c, [hf_alpha, hf_beta], "codec decoder")
@@ -408,6 +426,54 @@ def _wav_tensors(ck: _Checkpoint) -> list[_Tensor]:
     snake(f"{N.WAV}.dac.post_snake", f"decoder.decoder.{last}.alpha", f"decoder.decoder.{last}.beta")
     add(f"{N.WAV}.dac.post_conv.weight", f"decoder.decoder.{last + 1}.conv.weight")
     add(f"{N.WAV}.dac.post_conv.bias", f"decoder.decoder.{last + 1}.conv.bias")
+    return out
+
+
+def _encoder_tensors(ck: _Checkpoint) -> list[_Tensor]:
+    """The 12 Hz tokenizer's encoder (`encoder.*`, transformers' MimiModel encoder side) under
+    kazetts.enc.*: SEANet convs and the downsample keep torch's [out, in, k] layout; only what
+    encoding reads is written (no output projections, only the codebooks that are kept)."""
+    c, e = ck.codec, ck.st_config["encoder_config"]
+    n_keep = int(ck.st_config.get("encoder_valid_num_quantizers", e["num_quantizers"]))
+    n_sem = int(e.get("num_semantic_quantizers", 1))
+    if n_sem != 1 or not 1 < n_keep <= e["num_quantizers"]:
+        raise ValueError(f"codec encoder: unsupported quantizers (semantic {n_sem}, kept {n_keep} of {e['num_quantizers']})")
+    out: list[_Tensor] = []
+
+    def add(name, hf, fn=None, shape=None):
+        ck.require(c, [hf], "codec encoder")
+        out.append(_Tensor(name, tuple(shape or c.shape(hf)), _whole(fn or (lambda hf=hf: c.get(hf)))))
+
+    seanet = sorted(k for k in c.keys() if k.startswith("encoder.encoder.layers."))
+    if not seanet:
+        raise ValueError("incomplete checkpoint: no codec encoder tensors (encoder.encoder.layers.*) in speech_tokenizer")
+    for hf in seanet:  # encoder.encoder.layers.{i}[.block.{j}].conv.{weight,bias}
+        rest = hf[len("encoder.encoder.layers."):].replace(".conv.", ".")
+        add(f"{N.ENC_SEANET}.{rest}", hf)
+    add(N.ENC_DOWN, "encoder.downsample.conv.weight")
+    for i in range(e["num_hidden_layers"]):
+        for k, v in N.ENC_TFM_LAYER.items():
+            add(f"{N.ENC}.tfm.blk.{i}.{v}", f"encoder.encoder_transformer.layers.{i}.{k}")
+
+    def codebook(prefix, i):
+        return _codebook(c, f"{prefix}.layers.{i}.codebook.embed_sum", f"{prefix}.layers.{i}.codebook.cluster_usage")
+
+    for part, proj, book, layers in (("semantic", N.ENC_SEM_PROJ, N.ENC_SEM_CODEBOOK, [0]),
+                                     ("acoustic", N.ENC_AC_PROJ, N.ENC_AC_CODEBOOK, list(range(n_keep - 1)))):
+        prefix = f"encoder.quantizer.{part}_residual_vector_quantizer"
+        ck.require(c, [f"{prefix}.layers.{i}.codebook.{k}" for i in layers for k in ("embed_sum", "cluster_usage")],
+                   "codec encoder")
+        shape = c.shape(f"{prefix}.input_proj.weight")
+        add(proj, f"{prefix}.input_proj.weight", lambda h=f"{prefix}.input_proj.weight", s=shape: c.get(h).reshape(s[:2]),
+            shape[:2])
+        cb_shape = c.shape(f"{prefix}.layers.0.codebook.embed_sum")
+        if part == "semantic":
+            out.append(_Tensor(book, tuple(cb_shape), _whole(lambda p=prefix: codebook(p, 0))))
+        else:
+            def gen(p=prefix, layers=layers):
+                for i in layers:
+                    yield codebook(p, i)[None].astype(np.float32)
+            out.append(_Tensor(book, (len(layers), *cb_shape), gen))
     return out
 
 
@@ -480,7 +546,11 @@ def _general(w, ck: _Checkpoint, name: str, kind: str, ftype: int):
     if rp is not None:
         w.add_float32("general.sampling.penalty_repeat", float(rp))
     w.add_name(name)
+    # llama.cpp's size label counts the tensors it reads: not our kazetts.* ones (codec encoder)
+    every = w.tensors
+    w.tensors = [{k: v for k, v in shard.items() if not k.startswith(N.K + ".")} for shard in every]
     total, shared, expert, count = w.get_total_parameter_count()
+    w.tensors = every
     if total > 0:
         w.add_string("general.size_label", gguf.size_label(total, shared, expert, count))
     w.add_uint32("general.file_type", ftype)
@@ -530,6 +600,12 @@ def _kazetts_keys(w, ck: _Checkpoint):
         w.add_uint32(N.K_WAV + key, int(ck.st_config[key]))
     if ck.has_speaker_encoder and "speaker_encoder_config" in cfg:
         _numeric_keys(w, N.K_SPK, cfg["speaker_encoder_config"])
+    if ck.has_codec_encoder:
+        _numeric_keys(w, N.K_ENC, ck.st_config["encoder_config"])
+        e = ck.st_config["encoder_config"]
+        w.add_uint32(N.K_ENC_CODEBOOKS, int(ck.st_config.get("encoder_valid_num_quantizers", e["num_quantizers"])))
+        w.add_uint32(N.K_ENC_HOP, int(ck.st_config["encode_downsample_rate"]))
+        w.add_uint32(N.K_ENC_RATE, int(ck.st_config.get("input_sample_rate", e.get("sampling_rate", 24000))))
 
 
 def _vt():
@@ -691,6 +767,7 @@ def convert_checkpoint(checkpoint_dir, out_dir, out_type: str = "q8_0", *, name:
     try:
         talker_tensors = _talker_tensors(ck)
         mm_tensors = (_speaker_tensors(ck) if ck.has_speaker_encoder else []) + _code_tensors(ck) + _wav_tensors(ck)
+        mm_tensors += _encoder_tensors(ck) if ck.has_codec_encoder else []
     except KeyError as e:
         raise ValueError(f"{ck.dir}: a config lacks {e}, which the reference has no default for") from None
 

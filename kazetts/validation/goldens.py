@@ -21,6 +21,17 @@ Array layout (S = forward calls of the talker = prefill + generated steps, F = f
   codec_transformer [D, F] f32  codec: sliding-window transformer (after output_proj)
   codec_upsample [D, 4F] f32    codec: after the two ConvTranspose + ConvNeXt stages
   waveform [1920 F] f32         24 kHz PCM in [-1, 1]
+
+Voice-clone cases (Base, `ref_audio` set; ICL when `ref_text` is set; in dumps/clone/) add, and their
+`codes` / `waveform` are the generated speech only (the reference part cut, as
+generate_voice_clone returns it; no codec_* intermediates):
+  ref_pcm [N] f32               the reference as the codec encoder got it (24 kHz, the reference's resampling)
+  ref_codes [R, 16] int32       codec encoder output (speech_tokenizer.encode)
+  enc_seanet [D, S] f32         codec encoder: SEANet output (25 Hz, S = ceil(N / 960))
+  enc_transformer [D, S] f32    codec encoder: transformer output
+  enc_downsampled [D, R] f32    codec encoder: stride-2 downsample (12.5 Hz), before the RVQ
+  ref_text_ids [M] int32        chat-wrapped reference transcript ids (ICL)
+  xvector [H] f32               the reference's speaker embedding of ref_pcm
 """
 
 from __future__ import annotations
@@ -80,11 +91,13 @@ class Case:
     speaker: str | None = None
     instruct: str | None = None
     xvector_seed: int | None = None  # Base: the speaker vector is drawn from this seed
-    ref_audio: str | None = None  # Base: clone this RECORDINGS entry (generate_voice_clone)
-    x_vector_only: bool = True  # with ref_audio: x-vector only, or ICL with the recording's text
     non_streaming: bool = False  # the reference default is streaming text
     max_new_tokens: int = 24
     checkpoint_seed: int = 0
+    # Base voice cloning (generate_voice_clone): CASES name a RECORDINGS entry (dumps/recordings/),
+    # CLONE_CASES a WAV under dumps/clone/ref_audio/
+    ref_audio: str | None = None
+    ref_text: str | None = None  # its transcript: ICL mode (None: x-vector only)
 
 
 CASES = [
@@ -122,11 +135,40 @@ CASES = [
          model_type="base", ref_audio="en_24k"),
 ]
 F32_EXACT_CASES = ("f32_codec_no_head_dim",)  # F32 checkpoints: F32 files must match them exactly
+# espeak-ng 1.51 recordings (22.05 kHz, so the reference resamples them); the long one is
+# longer than 250 SEANet steps (10 s at 25 Hz)
+REF_SHORT = ("espeak_en_short.wav", "The quick brown fox jumps over the lazy dog.")
+REF_LONG = ("espeak_en_long.wav", "Every evening the old fisherman walked down to the harbour, counted the boats "
+            "that had come home, and told the children a new story about storms, stars and the distant islands "
+            "beyond the sea.")
+CLONE_CASES = [
+    # streaming with more text rows than reference frames: the rest is fed one per generated step
+    Case("clone_icl_stream", "Once upon a time, in a quiet village by the sea, there lived an old fisherman who told "
+         "stories to anyone who would listen, and every evening the children gathered around his boat.", "english",
+         model_type="base", ref_audio=REF_SHORT[0], ref_text=REF_SHORT[1]),
+    Case("clone_icl_nonstream", "Good morning, how are you today?", "english", model_type="base",
+         ref_audio=REF_SHORT[0], ref_text=REF_SHORT[1], non_streaming=True),
+    Case("clone_icl_long_ref", "See you tomorrow.", "auto", model_type="base",
+         ref_audio=REF_LONG[0], ref_text=REF_LONG[1]),
+    Case("clone_icl_proj", "Testing the projection path while cloning.", "english", preset="tiny-proj",
+         model_type="base", ref_audio=REF_SHORT[0], ref_text=REF_SHORT[1], non_streaming=True),
+]
 CASES_BY_NAME = {case.name: case for case in CASES}
+CLONE_CASES_BY_NAME = {case.name: case for case in CLONE_CASES}
+# Voice-clone goldens live apart (dumps/clone/<case>/, WAVs in dumps/clone/ref_audio/) so that the
+# stage tests of the plain cases, which glob dumps/*/, never see them.
+CLONE_DIR = "clone"
+REF_AUDIO_DIR = "ref_audio"
 
 
 def case_dict(case: Case) -> dict:
-    return asdict(case)
+    """The case as its manifest records it (voice-clone fields only when set, so the manifests
+    dumped before they existed stay valid)."""
+    d = asdict(case)
+    for key in ("ref_audio", "ref_text"):
+        if d[key] is None:
+            del d[key]
+    return d
 
 
 def sha256_file(path: pathlib.Path) -> str:

@@ -176,14 +176,8 @@ struct Builder {
         c.cin = (int)s->ne[1];
         c.cout = (int)s->ne[2];
         c.dil = dil;
-        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, [this, s, c] {
-            std::vector<float> w = L.read(s), p(w.size());
-            for (int o = 0; o < c.cout; o++)
-                for (int ci = 0; ci < c.cin; ci++)
-                    for (int j = 0; j < c.k; j++)
-                        p[ci + (size_t)c.cin * (j + (size_t)c.k * o)] = w[j + (size_t)c.k * (ci + (size_t)c.cin * o)];
-            return p;
-        });
+        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout},
+                   [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); });
         c.b = vec(name + ".bias", c.cout);
         return c;
     }

@@ -137,6 +137,7 @@ double GgufFile::real(const std::string &key, double fallback) const {
         case GGUF_TYPE_INT64: v = (double)gguf_get_val_i64(g_, id); break;
         case GGUF_TYPE_FLOAT32: v = gguf_get_val_f32(g_, id); break;
         case GGUF_TYPE_FLOAT64: v = gguf_get_val_f64(g_, id); break;
+        case GGUF_TYPE_BOOL: v = gguf_get_val_bool(g_, id) ? 1 : 0; break;
         default: throw error("key " + key + " is not a number");
     }
     if (!std::isfinite(v)) throw error("key " + key + " is not a finite number");

@@ -54,4 +54,34 @@ std::vector<int> GgufReader::ints(const std::string &key, std::vector<int> def) 
     return out;
 }
 
+int64_t GgufReader::required_key(const std::string &key) const {
+    const int64_t id = gguf_find_key(file.gguf(), key.c_str());
+    if (id < 0) throw file.error("missing key " + key);
+    return id;
+}
+
+double GgufReader::num(const std::string &key) const {
+    required_key(key);
+    return num(key, 0.0);
+}
+
+std::vector<int> GgufReader::ints(const std::string &key) const {
+    required_key(key);
+    return ints(key, {});
+}
+
+std::string GgufReader::str(const std::string &key) const {
+    const int64_t id = required_key(key);
+    if (gguf_get_kv_type(file.gguf(), id) != GGUF_TYPE_STRING) throw file.error("key " + key + " is not a string");
+    return gguf_get_val_str(file.gguf(), id);
+}
+
+std::vector<float> conv_taps(const std::vector<float> &w, int cout, int cin, int k) {
+    std::vector<float> p(w.size());
+    for (int o = 0; o < cout; o++)
+        for (int ci = 0; ci < cin; ci++)
+            for (int j = 0; j < k; j++) p[ci + (size_t)cin * (j + (size_t)k * o)] = w[j + (size_t)k * (ci + (size_t)cin * o)];
+    return p;
+}
+
 }  // namespace kz

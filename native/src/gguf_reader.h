@@ -27,6 +27,10 @@ public:
     double num(const std::string &key, double def) const;
     // An integer array key's values, or def when absent.
     std::vector<int> ints(const std::string &key, std::vector<int> def) const;
+    // Required keys (KZ_ERR_FORMAT when absent): a number, an integer array, a string.
+    double num(const std::string &key) const;
+    std::vector<int> ints(const std::string &key) const;
+    std::string str(const std::string &key) const;
     // A format error naming the file unless `ok`.
     void need(bool ok, const std::string &what) const {
         if (!ok) throw file.error(what);
@@ -34,6 +38,13 @@ public:
 
     const GgufFile file;
     const std::string path;
+
+private:
+    int64_t required_key(const std::string &key) const;
 };
+
+// torch Conv1d weight [cout, cin, k] (ggml ne [k, cin, cout]) as the im2col matmul reads it:
+// [cin*k, cout], row j*cin + c (tap-major).
+std::vector<float> conv_taps(const std::vector<float> &w, int cout, int cin, int k);
 
 }  // namespace kz
