@@ -125,7 +125,7 @@ def test_cases_cover_the_required_modes(dumps):
     assert any(c.model_type == "voice_design" and c.instruct for c in cases.values())
     assert any(c.model_type == "base" and c.xvector_seed is not None for c in cases.values())
     clones = [c for c in cases.values() if c.ref_audio is not None]
-    assert {c.non_streaming for c in clones if c.x_vector_only} == {False, True}
+    assert {c.non_streaming for c in clones if c.ref_text is None} == {False, True}
     assert any(c.preset == "tiny-proj" for c in clones)
     assert any(goldens.RECORDINGS[c.ref_audio].rate != 24000 for c in clones)
     assert any(c.preset == "tiny-proj" for c in cases.values())

@@ -101,8 +101,8 @@ def test_icl_needs_the_codec_encoder_and_is_a_clear_error_without_it(engines, mo
 
 @pytest.mark.parametrize("request_, message", [
     (dict(voice="me.voice"), "voice must be a kazetts.Voice"),
-    (dict(ref_text="words"), "need a voice= or ref_audio="),
-    (dict(x_vector_only=True), "need a voice= or ref_audio="),
+    (dict(ref_text="words"), "a voice= or ref_audio= to clone"),
+    (dict(x_vector_only=True), "a voice= or ref_audio= to clone"),
     (dict(ref_audio="a.wav", speaker="vivian"), "replaces speaker= and speaker_embedding="),
     (dict(ref_audio="a.wav", speaker_embedding=np.zeros(64, np.float32)), "replaces speaker="),
 ])

@@ -212,11 +212,14 @@ class TTS:
         voice's, else the request's own. x_vector_only None: ICL when there is a reference text,
         else x-vector only."""
         if voice is None and ref_audio is None:
-            if ref_codes is not None:  # ICL asked for directly (_prompts checks the rest)
+            if ref_codes is not None or ref_text is not None:  # ICL asked for directly
+                if ref_codes is None or not ref_text or not ref_text.strip():
+                    raise ValueError("ICL voice cloning needs both ref_codes and ref_text (the reference's "
+                                     "transcript), or a voice= or ref_audio= to clone")
                 self._require_base()
                 return speaker_embedding, ref_codes, ref_text
-            if ref_text is not None or x_vector_only is not None:
-                raise ValueError("ref_text and x_vector_only need a voice= or ref_audio= to clone")
+            if x_vector_only is not None:
+                raise ValueError("x_vector_only needs a voice= or ref_audio= to clone")
             return speaker_embedding, None, None
         if voice is not None and ref_audio is not None:
             raise ValueError("give either a voice or a ref_audio, not both")
@@ -254,10 +257,8 @@ class TTS:
         if max_frames is not None:
             check_int("max_frames", max_frames, 1)
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
-        icl = ref_codes is not None or ref_text is not None
+        icl = ref_codes is not None  # with its ref_text and x-vector (TTS._clone checks them)
         if icl:
-            if ref_codes is None or not ref_text or not ref_text.strip():
-                raise ValueError("ICL voice cloning needs both ref_codes and ref_text (the reference's transcript)")
             if speaker or instruct:
                 raise ValueError("ICL voice cloning takes neither a speaker name nor an instruct")
             ref_ids, ref_frames = self.talker.tokenize(ref_chat_text(ref_text)), self.reference_frames(ref_codes)
