@@ -20,6 +20,7 @@
 
 #include "common_internal.h"
 #include "gguf_reader.h"
+#include "graph_runner.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -274,17 +275,12 @@ struct Graph {
 
 }  // namespace
 
-struct kz_speaker_encoder {
+struct kz_speaker_encoder : kz::GraphRunner {
     Model model;
     int n_threads = 1;
-    ggml_backend_t backend = nullptr;
-    ggml_gallocr_t galloc = nullptr;
-    std::vector<uint8_t> graph_mem;
     std::string last_error;
 
     ~kz_speaker_encoder() {
-        if (galloc) ggml_gallocr_free(galloc);
-        if (backend) ggml_backend_free(backend);
         if (model.buf) ggml_backend_buffer_free(model.buf);
         if (model.ctx) ggml_free(model.ctx);
     }
@@ -335,11 +331,7 @@ int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_e
         std::unique_ptr<kz_speaker_encoder> e(new kz_speaker_encoder());
         e->n_threads = n_threads;
         load_model(e->model, mmproj_path);
-        e->backend = ggml_backend_cpu_init();
-        if (!e->backend) throw Error(KZ_ERR_NO_MEMORY, "cannot create the CPU backend");
-        e->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-        if (!e->galloc) throw Error(KZ_ERR_NO_MEMORY, "cannot create the graph allocator");
-        e->graph_mem.resize(ggml_tensor_overhead() * kGraphSize + ggml_graph_overhead_custom(kGraphSize, false));
+        e->init(kGraphSize);
         *out = e.release();
     }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
 }
