@@ -355,8 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             if not (checkpoint / "model.safetensors").exists():
                 make_checkpoint(case.preset, checkpoint, case.model_type, case.checkpoint_seed)
             start = time.perf_counter()
-            if case.ref_audio is None:
-                manifest = run_case(case, checkpoint, args.out / case.name)
+            if name in goldens.CASES_BY_NAME:  # x-vector clones (ref_audio a RECORDINGS entry) included
+                manifest = run_case(case, checkpoint, args.out)
             else:
                 audio = REPO / "dumps" / goldens.CLONE_DIR / goldens.REF_AUDIO_DIR
                 manifest = run_clone_case(case, checkpoint, args.out / goldens.CLONE_DIR / case.name, audio)

@@ -98,6 +98,6 @@ def test_fresh_venv_installs_and_speaks(form, pip_args, tiny_checkpoint_dir, tmp
 
 
 def _say(program: pathlib.Path, model: pathlib.Path, out: pathlib.Path, *prefix: str) -> None:
-    run(program, *prefix, "say", TEXT, "-o", out, "--model", model, cwd=out.parent)
+    run(program, *prefix, "say", TEXT, "-o", out, "--model", model, "--speaker", "vivian", cwd=out.parent)
     audio, rate = soundfile.read(out)
     assert rate == 24000 and audio.size > 0 and abs(audio).max() > 0
