@@ -236,3 +236,15 @@ def test_info_says_which_tensors_keep_which_type(tiny_gguf):
     lines = format_info(inspect_gguf(q8)).splitlines()
     f16 = next(line.strip() for line in lines if line.strip().startswith("F16: a.gen.wav."))
     assert "a.gen.wav.pre_conv.weight" in f16 and "a.gen.wav.dac.blk.N.res.N.conv1.weight x12" in f16
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not a model at all", "not a GGUF file"),
+    (b"GGUF\x03\x00\x00\x00", "not a readable GGUF file (truncated at byte 8)"),
+])
+def test_info_on_a_bad_file_says_what_is_wrong_once(tmp_path, capsys, content, message):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(content)
+    assert main(["info", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"kazetts info: error: {bad}: {message}"

@@ -13,7 +13,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from kazetts.gguf import names as N
-from kazetts.gguf.header import GGUFHeader
+from kazetts.gguf.header import GGUFError, GGUFHeader
 
 # talker hidden size -> tts_model_size tag of the published models
 _SIZE_BY_HIDDEN = {1024: "0b6", 2048: "1b7"}
@@ -93,6 +93,8 @@ def inspect_gguf(path) -> FileInfo:
         raise ValueError(f"file not found: {path}")
     try:
         reader = GGUFHeader(path)
+    except GGUFError:
+        raise  # already names the file and what is wrong
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: not a readable GGUF file ({e})") from None
     arch = _field(reader, "general.architecture", "?")
