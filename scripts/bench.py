@@ -1,9 +1,11 @@
-"""kazetts beside the PyTorch reference and llama.cpp's own llama-tts, on the same weights and work.
+"""kazetts (its Python engine and its native engine, tts.h) beside the PyTorch reference and
+llama.cpp's own llama-tts, on the same weights and work.
 
     make bench          # full run: 0.6b, F16 and Q8_0, threads 1 and 2, appended to docs/benchmarks.md
     make bench-smoke    # reduced run that keeps the harness working (CI)
     .venv/bin/python scripts/bench.py --llama-tts PATH [--preset 0.6b] [--frames 64] [--threads 1 2]
-                        [--weights f16 q8_0] [--engines kazetts llama-tts reference] [--report MD] [--chart PNG]
+                        [--weights f16 q8_0] [--engines kazetts kazetts-native llama-tts reference]
+                        [--report MD] [--chart PNG]
 
 The synthetic Base checkpoint of the preset (llama-tts only loads Base models) is built and
 converted once (cached under ~/.cache/kazetts/models); kazetts and llama-tts read the same GGUF
@@ -40,7 +42,8 @@ TEXT = ("Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent
         "et l'odeur du pain chaud envahit les ruelles.")
 LANGUAGE = "french"
 RUNTIME_PYTHON = REPO / ".venv" / "bin" / "python"
-ENGINES = ["kazetts", "llama-tts", "reference"]
+ENGINES = ["kazetts", "kazetts-native", "llama-tts", "reference"]
+WORKERS = {"kazetts": "scripts/bench_kazetts.py", "kazetts-native": "scripts/bench_native.py"}  # the kazetts engines
 SPEAKER_RATE, SPEAKER_SECONDS = 24000, 3.0
 
 
@@ -74,8 +77,8 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
     row = {"engine": engine, "weights": weights, "threads": threads}
     work = ["--xvector", str(voice["xvector"]), "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames),
             "--threads", str(threads)]
-    if engine == "kazetts":
-        cmd = [str(RUNTIME_PYTHON), "scripts/bench_kazetts.py", *map(str, files[weights]), *work,
+    if engine in WORKERS:
+        cmd = [str(RUNTIME_PYTHON), WORKERS[engine], *map(str, files[weights]), *work,
                "--codec", a.codec, "--chunk-frames", str(a.chunk_frames)]
     elif engine == "reference":
         cmd = [str(REF_PYTHON), "scripts/bench_reference.py", str(files["checkpoint"]), *work]

@@ -14,12 +14,15 @@ import json
 import pathlib
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_common import peak_rss_mb  # noqa: E402
-from kazetts.engine.tts import TTS  # noqa: E402
+
+if TYPE_CHECKING:
+    from kazetts.engine.tts import TTS
 
 WARMUP_TEXT, WARMUP_FRAMES = "Bonjour.", 2
 
@@ -36,8 +39,10 @@ def forbid_eos(tts: TTS) -> None:
     tts.talker.step = step_without_eos
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
+    """A kazetts worker's command line (scripts/bench.py's run_engine) and the request options
+    every kazetts engine gets: greedy, non-streaming text prompt, the x-vector speaker."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("talker")
     ap.add_argument("mmproj")
     ap.add_argument("--xvector", required=True, help=".npy speaker embedding")
@@ -48,8 +53,14 @@ def main() -> None:
     ap.add_argument("--codec", default="f16", help="codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
     a = ap.parse_args()
-    options = dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=False, greedy=True,
+    return a, dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=False, greedy=True,
                    chunk_frames=a.chunk_frames)
+
+
+def main() -> None:
+    from kazetts.engine.tts import TTS  # here: scripts/bench_native.py shares this module without it
+
+    a, options = worker_arguments(__doc__)
     start = time.perf_counter()
     tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)
     forbid_eos(tts)

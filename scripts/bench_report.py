@@ -67,17 +67,25 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+NATIVE = "kazetts-native"  # the native engine (tts.h), held against the Python engine ("kazetts")
+
+
 def peers(rows: list[dict], row: dict) -> list[dict]:
-    """The rows a kazetts row is compared with: llama-tts on the same files, the reference; same threads."""
+    """The rows a kazetts row is compared with, same threads: for the Python engine llama-tts on the
+    same files and the reference; for the native engine the Python engine on the same files."""
+    def same_files(p, engine):
+        return p["engine"] == engine and p["weights"] == row["weights"]
+
     return [p for p in rows if not p.get("error") and p["threads"] == row["threads"] and (
-        (p["engine"] == "llama-tts" and p["weights"] == row["weights"]) or p["engine"] == "reference")]
+        same_files(p, "kazetts") if row["engine"] == NATIVE else
+        same_files(p, "llama-tts") or p["engine"] == "reference")]
 
 
 def ratio_table(rows: list[dict]) -> str:
     """kazetts / peer for every figure both expose (below 1: kazetts takes less)."""
     lines = ["| kazetts / peer | " + " | ".join(h for _, h, _ in FIGURES) + " |", "|---|" + "---|" * len(FIGURES)]
     for row in rows:
-        if row["engine"] != "kazetts" or row.get("error"):
+        if row["engine"] not in ("kazetts", NATIVE) or row.get("error"):
             continue
         ours = figures(row)
         for peer in peers(rows, row):
@@ -133,7 +141,20 @@ def targets(rows: list[dict]) -> list[str]:
         else:
             line += f"; {_bottleneck(v)}"
         lines.append(line)
-    return [f"targets (kazetts {TARGET_WEIGHTS}, {TARGET_THREADS} threads):"] + lines
+    return [f"targets (kazetts {TARGET_WEIGHTS}, {TARGET_THREADS} threads):"] + lines + native_target(rows, v)
+
+
+def native_target(rows: list[dict], python: dict) -> list[str]:
+    """The native engine no slower than the Python engine: per stage, first audio, peak RSS."""
+    native = _find(rows, NATIVE, TARGET_WEIGHTS)
+    if native is None:
+        return []
+    v = figures(native)
+    keys = ["prefill_ms", "talker_ms", "code_predictor_ms", "codec_ms", "first_audio_ms", "end_to_end_ms", "peak_rss_mb"]
+    slower = [k for k in keys if v[k] > python[k]]
+    ratios = ", ".join(f"{k.rsplit('_', 1)[0].replace('_', ' ')} {v[k] / python[k]:.2f}" for k in keys)
+    verdict = "met" if not slower else "MISSED on " + ", ".join(k.rsplit("_", 1)[0].replace("_", " ") for k in slower)
+    return [f"- native engine no slower than the Python engine (native / Python: {ratios}): {verdict}"]
 
 
 def chart(rows: list[dict], path: str, title: str) -> None:
@@ -145,7 +166,7 @@ def chart(rows: list[dict], path: str, title: str) -> None:
 
     rows = [r for r in rows if not r.get("error")]
     names = [label(r) for r in rows]
-    colors = {"kazetts": "tab:green", "llama-tts": "tab:blue", "reference": "tab:gray"}
+    colors = {"kazetts": "tab:green", NATIVE: "tab:olive", "llama-tts": "tab:blue", "reference": "tab:gray"}
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.8))
     for ax, key, name in ((axes[0], "end_to_end_ms", "end to end ms per 80 ms frame (lower is better)"),
                           (axes[1], "peak_rss_mb", "peak RSS MB")):

@@ -43,6 +43,27 @@ def test_llama_tts_without_timings_is_an_error():
         bench_llama_tts.parse("failed to load model\n", process_s=1.0)
 
 
+def _row(engine, **seconds):
+    row = {"engine": engine, "weights": "q8_0", "threads": 2, "frames": 10, "load_s": 1.0, "audio_s": 0.8,
+           "prefill_s": 0.2, "talker_s": 0.5, "code_predictor_s": 0.4, "codec_s": 0.3, "first_audio_s": 0.3,
+           "request_s": 1.5, "peak_rss_mb": 1000.0, "load_peak_rss_mb": 900.0}
+    row.update(seconds)
+    return row
+
+
+def test_native_engine_rows_are_held_against_the_python_engine():
+    rows = [_row("kazetts"), _row("kazetts-native", talker_s=0.4, request_s=1.2), _row("llama-tts", talker_s=None),
+            _row("kazetts-native", threads=1)]
+    ratios = bench_report.ratio_table(rows).splitlines()[2:]
+    assert [line.split(" | ")[0] for line in ratios] == ["| kazetts q8_0 t2 / llama-tts q8_0 t2",
+                                                          "| kazetts-native q8_0 t2 / kazetts q8_0 t2"]
+    assert "| 0.80 |" in ratios[1]  # talker: 0.4 / 0.5
+    target = bench_report.targets(rows)[-1]
+    assert target.startswith("- native engine no slower than the Python engine") and target.endswith(": met")
+    slower = bench_report.targets([_row("kazetts"), _row("kazetts-native", codec_s=0.6, peak_rss_mb=1100.0)])[-1]
+    assert slower.endswith("MISSED on codec, peak rss") and "codec 2.00" in slower
+
+
 def test_smoke_run(ref_python, tmp_path):
     out = tmp_path / "bench"
     r = subprocess.run(["make", "--no-print-directory", "bench-smoke", f"BENCH_SMOKE_OUT={out}"],
@@ -50,7 +71,7 @@ def test_smoke_run(ref_python, tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     results = json.loads((out / "results.json").read_text())
     rows = results["rows"]
-    assert {row["engine"] for row in rows} == {"kazetts", "llama-tts", "reference"}
+    assert {row["engine"] for row in rows} == {"kazetts", "kazetts-native", "llama-tts", "reference"}
     frames = rows[0]["frames"]
     for row in rows:
         assert not row.get("error"), row

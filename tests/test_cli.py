@@ -75,6 +75,24 @@ def test_errors_are_one_line_and_exit_2(model_dir, tmp_path, args, message):
     assert len(result.stderr.splitlines()) == 1 and not list(tmp_path.iterdir())
 
 
+def test_say_takes_the_sampling_options(model_dir, tmp_path):
+    """--temperature ... --subtalker-top-p reach the engine: the same seed with other options says
+    something else; a value out of range is refused by argparse, naming the option."""
+    said = []
+    for options in ([], ["--temperature", "0.7", "--top-k", "5", "--top-p", "0.8", "--repetition-penalty", "1.3",
+                         "--subtalker-temperature", "1.3", "--subtalker-top-k", "20", "--subtalker-top-p", "0.9"]):
+        result = kazetts("say", "Hello there.", "-o", "-", "--model", model_dir, "--speaker", "ryan", "--seed", "3",
+                         "--max-frames", "4", *options)
+        assert result.returncode == 0, result.stderr.decode()
+        said.append(result.stdout)
+    assert said[0] != said[1]
+    for option, value, message in [("--top-p", "1.5", b"top_p must be a number in (0, 1], got 1.5"),
+                                   ("--top-k", "2.5", b"top_k must be an integer >= 0 (0: off), got '2.5'")]:
+        result = kazetts("say", "x", "-o", tmp_path / "x.wav", "--model", model_dir, option, value)
+        assert result.returncode == 2 and b"argument " + option.encode() + b": " + message in result.stderr
+        assert b"Traceback" not in result.stderr and not list(tmp_path.iterdir())
+
+
 @pytest.fixture(scope="module")
 def base_dir(tiny_gguf):
     return tiny_gguf("tiny", "base", "f32")[0].parent

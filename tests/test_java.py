@@ -1,9 +1,11 @@
 """org.kazetts.KazeTts on a desktop JVM: the JNI bridge against the Python engine.
 
-The Python engine answers a few requests (greedy golden cases, a sampled one, emoji text); the
-Java test (native/java/test/org/kazetts/KazeTtsTest.java) makes the same requests through
-KazeTts and compares codes and samples exactly, then streams, cancels from another thread,
-synthesizes again, checks that bad arguments are exceptions and closes twice. Needs the JNI
+The Python engine answers a few requests (greedy golden cases, sampled ones with the defaults and
+with every sampling option changed, emoji text); the Java test
+(native/java/test/org/kazetts/KazeTtsTest.java) makes the same requests through KazeTts (whose
+Options defaults come from libkazetts) and compares codes and samples exactly, then streams,
+cancels from another thread (inside a callback, and from a thread that does not wait for it:
+within one frame), synthesizes again, checks that bad arguments are exceptions and closes twice. Needs the JNI
 library and jars that `make native` builds when CMake finds a JDK.
 """
 
@@ -18,6 +20,7 @@ import pytest
 
 from conftest import DUMPS, REPO, golden_request
 from kazetts.engine.tts import TTS
+from kazetts.stages.sampling import OPTIONS
 from kazetts.validation import goldens
 
 BUILD = REPO / "build" / "editable"  # the build directory of `make setup` (Makefile: .venv/.native)
@@ -42,6 +45,10 @@ def _requests():
         out.append((name, manifest["case"]["text"], golden_request(manifest, arrays)))
     out.append(("sampled_seed3", "Bonjour ! Le 14 juillet 1789, à Paris.",
                 dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10)))
+    out.append(("sampled_non_default", "Bonjour ! Le 14 juillet 1789, à Paris.",
+                dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10, temperature=0.7, top_k=5,
+                     top_p=0.8, repetition_penalty=1.3, subtalker_temperature=1.3, subtalker_top_k=20,
+                     subtalker_top_p=0.9)))
     out.append(("emoji", "Emoji 🙂🎉 ok, 你好！", dict(speaker="ryan", language="auto", greedy=True, max_frames=4)))
     return out
 
@@ -59,7 +66,8 @@ def test_kazetts_java_class_matches_the_python_engine(tiny_gguf, tmp_path):
         result.audio.astype("<f4").tofile(tmp_path / f"{name}.pcm")
         lines.append("\t".join([name, base64.b64encode(text.encode()).decode(), options["speaker"] or "-",
                                 options["language"], str(int(options["greedy"])), str(options.get("seed", -1)),
-                                str(options["max_frames"]), str(int(options.get("text_streaming", True)))]))
+                                str(options["max_frames"]), str(int(options.get("text_streaming", True))),
+                                *(str(options.get(name, "-")) for name in OPTIONS)]))
     tts.talker.close()
     (tmp_path / "cases.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     classpath = f"{BUILD / 'kazetts.jar'}:{BUILD / 'kazetts-tests.jar'}"
@@ -70,5 +78,8 @@ def test_kazetts_java_class_matches_the_python_engine(tiny_gguf, tmp_path):
     for name, _, _ in _requests():
         assert f"PASS {name} codes" in run.stdout and f"PASS {name} samples" in run.stdout
     for check in ("cancel from another thread", "synthesize again after cancel", "stream equals generate",
-                  "unknown speaker", "close twice", "use after close", "callback exception propagates"):
+                  "cancel mid-utterance returns within one frame", "synthesize again after an asynchronous cancel",
+                  "unknown speaker", "temperature 0 even when greedy", "topP 1.5", "x-vector of the wrong length",
+                  "threads 0", "usable after bad requests", "close twice", "use after close",
+                  "callback exception propagates"):
         assert f"PASS {check}" in run.stdout

@@ -22,7 +22,7 @@ from kazetts.engine.native_tts import NativeTTS
 from kazetts.engine.text_split import split_text
 from kazetts.engine.tts import TTS
 from kazetts.stages import native
-from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.stages.sampling import SamplerConfig, Sampling, TalkerSampler
 from kazetts.validation import goldens
 
 CASES = [case.name for case in goldens.CASES]
@@ -65,13 +65,46 @@ def _both(engines, text, **options):
     return python, engines("native").synthesize(text, **options)
 
 
-@pytest.mark.parametrize("seed", [3, 11])
-def test_sampled_engines_agree_for_one_seed(engines, seed):
+# every sampling option away from its default (the reference's), talker and code predictor
+NON_DEFAULT = dict(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3, subtalker_temperature=1.3,
+                   subtalker_top_k=20, subtalker_top_p=0.9)
+
+
+@pytest.mark.parametrize("seed, sampling", [(3, {}), (11, {}), (3, NON_DEFAULT), (3, {"top_k": 0, "top_p": 0.5}),
+                                            (11, {"greedy": True, "repetition_penalty": 2.0})],
+                         ids=["seed3", "seed11", "seed3_non_default", "seed3_top_p_only", "greedy_penalty2"])
+def test_sampled_engines_agree_for_one_seed(engines, seed, sampling):
     python, nat = _both(engines, "Bonjour ! Le 14 juillet 1789, à Paris.", speaker="vivian", language="french",
-                        seed=seed, max_frames=10)
+                        seed=seed, max_frames=10, **sampling)
     assert python.codes.shape[0] == nat.codes.shape[0] >= 1
     assert np.array_equal(python.codes, nat.codes)
     assert np.array_equal(python.audio, nat.audio)
+    if sampling and not sampling.get("greedy"):  # the options reach the samplers: the defaults say something else
+        default = engines("native").synthesize("Bonjour ! Le 14 juillet 1789, à Paris.", speaker="vivian",
+                                               language="french", seed=seed, max_frames=10)
+        assert not np.array_equal(default.codes, nat.codes)
+
+
+def test_native_default_request_is_the_reference_sampling():
+    """kz_tts_default_request's sampling fields are kazetts.stages.sampling's defaults (one definition)."""
+    r, defaults = native_tts.lib().kz_tts_default_request(), Sampling()
+    assert r.greedy == defaults.greedy
+    for name, field in native_tts.SAMPLING_FIELDS.items():
+        assert getattr(r, field) == getattr(defaults, name), name
+
+
+@pytest.mark.parametrize("name, value", [("temperature", 0.0), ("temperature", float("inf")), ("top_k", -1),
+                                         ("top_p", 0.0), ("top_p", 1.5), ("repetition_penalty", -1.0),
+                                         ("repetition_penalty", float("nan")), ("subtalker_temperature", 0.0),
+                                         ("subtalker_top_k", -3), ("subtalker_top_p", 2.0)])
+def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
+    """The same ranges in both engines, greedy or not: a ValueError naming the argument (Python),
+    an invalid-argument status naming the request field (native), before any compute."""
+    for greedy in (False, True):
+        with pytest.raises(ValueError, match=f"^{name} must be "):
+            engines("python").synthesize("Hi.", speaker="vivian", greedy=greedy, **{name: value})
+        with pytest.raises(native.NativeError, match=f"invalid argument: {native_tts.SAMPLING_FIELDS[name]} must be "):
+            engines("native").synthesize("Hi.", speaker="vivian", greedy=greedy, **{name: value})
 
 
 def test_sampled_long_text_agrees_across_pieces_and_crossfades(engines):

@@ -4,14 +4,15 @@ own logits processors (transformers 4.57.3, as qwen-tts 0.1.1's generate configu
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from conftest import DUMPS, run_script
 from kazetts.validation import goldens
-from kazetts.stages.sampling import (CodePredictorSampler, SamplerConfig, TalkerSampler, apply_top_k, margin,
-                              talker_suppress_tokens)
+from kazetts.stages.sampling import (TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY, CodePredictorSampler, SamplerConfig,
+                                    Sampling, TalkerSampler, apply_top_k, margin, talker_suppress_tokens)
 
 CASE_NAMES = [case.name for case in goldens.CASES]
 
@@ -204,3 +205,39 @@ def test_repetition_penalty_applies_once_per_distinct_id_even_in_greedy():
     out = sampler.process(logits)
     assert out[1] == np.float32(2.0) / np.float32(1.05) and out[2] == np.float32(-2.0) * np.float32(1.05)
     assert sampler.choose(logits) == 3  # 2/1.05 < 1.95
+
+
+# --------------------------------------------------------------------------- a request's options
+
+def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers():
+    s = Sampling()
+    assert (s.temperature, s.top_k, s.top_p, s.repetition_penalty) == (np.float32(0.9), 50, 1.0, np.float32(1.05))
+    assert (TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY) == (0.9, 50, 1.0, 1.05)  # qwen_tts hard_defaults
+    talker = Sampling(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3).talker()
+    assert (talker.temperature, talker.top_k, talker.top_p, talker.repetition_penalty, talker.min_new_tokens) == \
+        (np.float32(0.7), 5, np.float32(0.8), np.float32(1.3), 2)
+    cp = Sampling(greedy=True, subtalker_temperature=1.2, subtalker_top_k=0, subtalker_top_p=0.5).code_predictor()
+    assert (cp.greedy, cp.temperature, cp.top_k, cp.top_p, cp.repetition_penalty, cp.min_new_tokens) == \
+        (True, np.float32(1.2), 0, 0.5, 1.0, 0)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("temperature", 0, "temperature must be a number > 0, got 0"),
+    ("temperature", float("inf"), "temperature must be a number > 0, got inf"),
+    ("temperature", 1e-50, "temperature must be a number > 0"),  # 0 in float32, as the native request holds it
+    ("temperature", "0.7", "temperature must be a number > 0, got '0.7'"),
+    ("top_k", -1, "top_k must be an integer >= 0 (0: off), got -1"),
+    ("top_k", 2.5, "top_k must be an integer >= 0 (0: off), got 2.5"),
+    ("top_k", True, "top_k must be an integer"),
+    ("top_p", 0.0, "top_p must be a number in (0, 1], got 0.0"),
+    ("top_p", 1.01, "top_p must be a number in (0, 1], got 1.01"),
+    ("top_p", float("nan"), "top_p must be a number in (0, 1]"),
+    ("repetition_penalty", -1.05, "repetition_penalty must be a number > 0, got -1.05"),
+    ("subtalker_temperature", 0.0, "subtalker_temperature must be a number > 0"),
+    ("subtalker_top_k", -2, "subtalker_top_k must be an integer >= 0"),
+    ("subtalker_top_p", 5, "subtalker_top_p must be a number in (0, 1]"),
+    ("greedy", "yes", "greedy must be True or False"),
+])
+def test_request_sampling_refuses_out_of_range_values(name, value, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        Sampling(**{name: value})

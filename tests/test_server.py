@@ -134,6 +134,17 @@ def test_every_format_through_the_openai_client(server, engine):
             assert abs(len(audio) - len(reference)) <= 2400 and np.isfinite(audio).all(), fmt
 
 
+def test_sampling_options_reach_the_engine(server, engine):
+    """kazetts' sampling extensions (extra_body) are the engine's keyword arguments."""
+    url, _ = server
+    sampling = {"temperature": 0.7, "top_k": 5, "top_p": 0.8, "repetition_penalty": 1.3, "subtalker_temperature": 1.3,
+                "subtalker_top_k": 20, "subtalker_top_p": 0.9}
+    pcm = speech(client(url), "pcm", **sampling)
+    expected = engine._tts.synthesize("Hello there.", speaker="vivian", language="english", seed=11,
+                                      max_frames=FRAMES, **sampling).audio
+    assert pcm == pcm16(expected) and pcm != speech(client(url), "pcm")
+
+
 def test_streaming_response_equals_the_whole_response(server):
     url, _ = server
     c = client(url)
@@ -233,6 +244,13 @@ BAD = [
     (json.dumps({"model": "tts-1", "input": "Hi.", "stream_format": "chunks"}).encode(), "invalid_value", "stream_format"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "language": "klingon"}).encode(), "invalid_value", "language"),
     (json.dumps({"model": "tts-1", "input": "   "}).encode(), "empty_input", "input"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": 0}).encode(), "invalid_value", "temperature"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": "hot"}).encode(), "invalid_type", "temperature"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "top_k": 2.5}).encode(), "invalid_type", "top_k"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "top_p": 1.5}).encode(), "invalid_value", "top_p"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "repetition_penalty": -1}).encode(), "invalid_value",
+     "repetition_penalty"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(), "invalid_value", "subtalker_top_k"),
 ]
 
 

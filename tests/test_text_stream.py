@@ -111,7 +111,9 @@ def test_stream_text_word_by_word_gives_the_codes_of_the_whole_text(tts):
 
 
 def test_stream_text_takes_async_chunks_and_bytes(tts):
-    options = dict(speaker="ryan", language="auto", greedy=True, max_frames=10)
+    """(sampled, with the sampling options: the same seed gives the same audio as stream)"""
+    options = dict(speaker="ryan", language="auto", seed=5, max_frames=10, temperature=0.7, top_k=5, top_p=0.8,
+                   repetition_penalty=1.3, subtalker_temperature=1.3, subtalker_top_k=20, subtalker_top_p=0.9)
     text = "Grüße, 你好！ 🙂 ok."
     whole = tts.synthesize(text, **options)
 
@@ -136,6 +138,8 @@ def test_stream_text_checks_the_voice_before_reading_text(tts):
 
     with pytest.raises(ValueError, match="unknown speaker"):
         tts.stream_text(never(), speaker="nobody")
+    with pytest.raises(ValueError, match=r"^top_p must be a number in \(0, 1\], got 2.0$"):
+        tts.stream_text(never(), speaker="vivian", top_p=2.0)
     with pytest.raises(ValueError, match="empty text"):
         list(tts.stream_text(iter([" ", "\n"]), speaker="vivian"))
 

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from kazetts.engine.limits import MAX_SEED, MAX_THREADS
+from kazetts.stages.sampling import OPTIONS, Sampling, check_option
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 
@@ -30,6 +31,37 @@ def int_in(low: int, high: int | None = None):
         return value
 
     return parse
+
+
+def sampling_option(name: str):
+    """An argparse type: one sampling option, checked as the engine checks it."""
+
+    def parse(text: str):
+        try:
+            value = int(text) if name.endswith("top_k") else float(text)
+        except ValueError:
+            value = text  # check_option refuses it, saying what it must be
+        try:
+            return check_option(name, value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
+    """--temperature, --top-k, --top-p, --repetition-penalty and --subtalker-*: the engine's
+    sampling options (kazetts.stages.sampling.Sampling); not given, the reference's defaults."""
+    defaults = Sampling()
+    for name, (_, valid) in OPTIONS.items():
+        stage = "code predictor (codebooks 1..15)" if name.startswith("subtalker_") else "talker (codebook 0)"
+        p.add_argument("--" + name.replace("_", "-"), type=sampling_option(name), default=None,
+                       help=f"{stage} sampling: {valid} (default {getattr(defaults, name):g})")
+
+
+def sampling_options(args: argparse.Namespace) -> dict:
+    """The sampling options given on the command line, as engine keyword arguments."""
+    return {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,7 +116,7 @@ def _say(args: argparse.Namespace) -> int:
         options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
                        seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming,
                        ref_audio=args.ref_audio, ref_text=args.ref_text,
-                       x_vector_only=True if args.x_vector_only else None)
+                       x_vector_only=True if args.x_vector_only else None, **sampling_options(args))
         if args.voice:
             from kazetts.engine.voice import Voice
 
@@ -250,6 +282,7 @@ def register(sub) -> None:
     s.add_argument("--ref-text", default=None, help="the words said in --ref-audio (ICL cloning)")
     s.add_argument("--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
+    add_sampling_arguments(s)
     s.add_argument("--max-frames", type=int_in(1), default=None,
                    help="frame cap per text piece, >= 1 (default: from its length)")
     s.add_argument("--stream", dest="chunk_frames", action="store_const", const=1, default=4,

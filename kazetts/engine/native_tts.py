@@ -90,13 +90,20 @@ def _utf8(s: str | None) -> bytes | None:
     return s.encode("utf-8") if s else None
 
 
+# the Python engine's sampling keywords (kazetts.stages.sampling.Sampling) -> kz_tts_request fields
+SAMPLING_FIELDS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p",
+                   "repetition_penalty": "repetition_penalty", "subtalker_temperature": "cp_temperature",
+                   "subtalker_top_k": "cp_top_k", "subtalker_top_p": "cp_top_p"}
+
+
 def request(speaker: str | None = None, language: str = "auto", instruct: str | None = None,
             speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
             seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
             **sampling) -> tuple[Request, list]:
-    """A kz_tts_request from the Python engine's keyword arguments (plus temperature, top_k,
-    top_p, repetition_penalty, cp_temperature, cp_top_k, cp_top_p); returns it with the buffers
-    it points to (keep them alive)."""
+    """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
+    its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*); returns
+    it with the buffers it points to (keep them alive). The values go to the native checks as
+    given: the library refuses bad ones."""
     r = lib().kz_tts_default_request()
     keep: list = []
     r.speaker, r.language, r.instruct = _utf8(speaker), _utf8(language), _utf8(instruct)
@@ -110,9 +117,9 @@ def request(speaker: str | None = None, language: str = "auto", instruct: str | 
     r.max_frames = 0 if max_frames is None else int(max_frames)
     r.chunk_frames = int(chunk_frames)
     for name, value in sampling.items():
-        if name not in dict(Request._fields_) or name in ("struct_size", "xvector", "xvector_len"):
-            raise TypeError(f"unknown request field {name!r}")
-        setattr(r, name, value)
+        if name not in SAMPLING_FIELDS:
+            raise TypeError(f"unknown request option {name!r}; the sampling options are {', '.join(SAMPLING_FIELDS)}")
+        setattr(r, SAMPLING_FIELDS[name], value)
     return r, keep
 
 

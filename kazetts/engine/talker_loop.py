@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 
 from kazetts.stages.prompt import Prompt
-from kazetts.stages.sampling import TalkerSampler
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler
 from kazetts.stages.talker import Talker
 
 
@@ -93,12 +93,13 @@ def run_talker(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predictor
 
 
 class NativeFrames:
-    """Codebooks 1..15 from the native code predictor, sampled as the reference samples them."""
+    """Codebooks 1..15 from the native code predictor, sampled as the reference samples them
+    (`config`: SamplerConfig.code_predictor, the request's subtalker_* options)."""
 
-    def __init__(self, code_predictor, greedy: bool, temperature: float = 0.9, top_k: int = 50,
-                 top_p: float = 1.0, rng: np.random.Generator | None = None):
+    def __init__(self, code_predictor, config: SamplerConfig, rng: np.random.Generator | None = None):
         self.code_predictor = code_predictor
-        self.options = {"greedy": greedy, "temperature": temperature, "top_k": top_k, "top_p": top_p}
+        self.options = {"greedy": config.greedy, "temperature": config.temperature, "top_k": config.top_k,
+                        "top_p": config.top_p}
         self.rng = rng
 
     def predict(self, hidden: np.ndarray, cb0: int, frame: int) -> tuple[np.ndarray, np.ndarray]:

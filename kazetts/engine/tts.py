@@ -35,7 +35,7 @@ from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.codec_encoder import CodecEncoder
 from kazetts.stages.prompt import (ROLE_TOKENS, TAIL_TOKENS, Prompt, build_icl_prompt, build_prompt, chat_text,
                                     instruct_text, ref_chat_text)
-from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.stages.sampling import TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY, Sampling, TalkerSampler
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
@@ -288,9 +288,17 @@ class TTS:
                voice: Voice | None = None, ref_audio=None, ref_text: str | None = None,
                x_vector_only: bool | None = None, ref_codes: np.ndarray | None = None,
                timings: dict | None = None, codes_out: list | None = None,
-               stopped_by: list | None = None) -> Iterator[AudioChunk]:
+               stopped_by: list | None = None, temperature: float = TEMPERATURE, top_k: int = TOP_K,
+               top_p: float = TOP_P, repetition_penalty: float = REPETITION_PENALTY,
+               subtalker_temperature: float = TEMPERATURE, subtalker_top_k: int = TOP_K,
+               subtalker_top_p: float = TOP_P) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
+
+        Sampling takes the reference's generate options (kazetts.stages.sampling.Sampling):
+        temperature (> 0), top_k (>= 0, 0: off), top_p (in (0, 1]) and repetition_penalty (> 0)
+        for the talker's codebook 0, subtalker_* for the code predictor's 1..15; greedy=True is
+        argmax after the repetition penalty. `seed` makes sampling reproducible.
 
         Base models clone a voice: `voice` (from enroll / Voice.load) or `ref_audio` (a path or
         (array, sample_rate), enrolled on the fly) with an optional `ref_text`; x_vector_only
@@ -301,8 +309,10 @@ class TTS:
 
         The whole request is checked (ValueError) before any compute; BusyError if this TTS
         is serving another request."""
+        sampling = Sampling(greedy, temperature, top_k, top_p, repetition_penalty, subtalker_temperature,
+                            subtalker_top_k, subtalker_top_p)
         yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
-                                                  text_streaming, greedy, seed, max_frames, chunk_frames, timings,
+                                                  text_streaming, sampling, seed, max_frames, chunk_frames, timings,
                                                   codes_out, stopped_by, voice, ref_audio, ref_text,
                                                   x_vector_only, ref_codes))
 
@@ -321,12 +331,18 @@ class TTS:
             if self._closed:
                 self._free()
 
+    def _samplers(self, sampling: Sampling, seed: int | None) -> tuple[native.Rng | None, TalkerSampler, NativeFrames]:
+        """A request's random stream (None when greedy), CB0 sampler and code predictor frames."""
+        rng = None if sampling.greedy else native.Rng(seed)
+        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos, sampling.talker())
+        return rng, sampler, NativeFrames(self.code_predictor, sampling.code_predictor(), rng)
+
     def _check_open(self) -> None:
         """Between two chunks: a TTS closed during the request stops it."""
         if self._closed:
             raise KazettsError("this TTS was closed during the request")
 
-    def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, greedy, seed,
+    def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, sampling, seed,
                 max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
                 x_vector_only, ref_codes) -> Iterator[AudioChunk]:
         check_int("chunk_frames", chunk_frames, 1)
@@ -337,10 +353,7 @@ class TTS:
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames,
                                 ref_codes, ref_text)
         timings = timings if timings is not None else {}
-        rng = None if greedy else native.Rng(seed)
-        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
-                                           SamplerConfig(greedy=greedy))
-        predictor = NativeFrames(self.code_predictor, greedy=greedy, rng=rng)
+        rng, sampler, predictor = self._samplers(sampling, seed)
         start, total_frames, joiner = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES)
         for index, (prompt, budget) in enumerate(prompts):
             last_piece = index + 1 == len(prompts)
@@ -398,7 +411,10 @@ class TTS:
     def stream_text(self, chunks, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
                     speaker_embedding: np.ndarray | None = None, greedy: bool = False, seed: int | None = None,
                     max_frames: int | None = None, chunk_frames: int = 4, timings: dict | None = None,
-                    codes_out: list | None = None, stopped_by: list | None = None):
+                    codes_out: list | None = None, stopped_by: list | None = None,
+                    temperature: float = TEMPERATURE, top_k: int = TOP_K, top_p: float = TOP_P,
+                    repetition_penalty: float = REPETITION_PENALTY, subtalker_temperature: float = TEMPERATURE,
+                    subtalker_top_k: int = TOP_K, subtalker_top_p: float = TOP_P):
         """Speaks text that is still being written: `chunks` is an iterator (or an async
         iterator) of str or UTF-8 bytes pieces, e.g. an LLM's deltas, cut anywhere.
 
@@ -407,28 +423,27 @@ class TTS:
         talker catches up with it; so speech starts with the first word, nothing is dropped or
         reordered, and a text of up to PIECE_CHARS // 2 characters gives exactly the codes of
         `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
-        audio already decoded is sent before waiting for text. The voice options are checked
-        here, before any text is read."""
+        audio already decoded is sent before waiting for text. The voice and sampling options
+        (as `stream`'s) are checked here, before any text is read."""
+        sampling = Sampling(greedy, temperature, top_k, top_p, repetition_penalty, subtalker_temperature,
+                            subtalker_top_k, subtalker_top_p)
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
         self._prompts("a", speaker, language, instruct, speaker_embedding, True, max_frames)
         options = dict(speaker=speaker, language=language, instruct=instruct, speaker_embedding=speaker_embedding,
-                       greedy=greedy, seed=seed, max_frames=max_frames, chunk_frames=chunk_frames,
+                       sampling=sampling, seed=seed, max_frames=max_frames, chunk_frames=chunk_frames,
                        timings=timings if timings is not None else {}, codes_out=codes_out, stopped_by=stopped_by)
         if hasattr(chunks, "__aiter__"):
             return run_with_async_chunks(
                 lambda sync_chunks: self._one_request(self._stream_text(sync_chunks, **options)), chunks)
         return self._one_request(self._stream_text(chunks, **options))
 
-    def _stream_text(self, chunks, speaker, language, instruct, speaker_embedding, greedy, seed, max_frames,
+    def _stream_text(self, chunks, speaker, language, instruct, speaker_embedding, sampling, seed, max_frames,
                      chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
-        rng = None if greedy else native.Rng(seed)
-        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos,
-                                           SamplerConfig(greedy=greedy))
-        predictor = NativeFrames(self.code_predictor, greedy=greedy, rng=rng)
+        rng, sampler, predictor = self._samplers(sampling, seed)
         start, total_frames, joiner, index = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES), -1
         while pieces.next_piece():
             index += 1

@@ -2,8 +2,10 @@
 checked field by field into a SpeechRequest; every refusal is a 400 naming the field.
 
 OpenAI's fields: model, input, voice (a name, or {"id": ...}), instructions, response_format,
-speed, stream_format; kazetts' extensions: language, seed (and the aliases speaker = voice,
-instruct = instructions that other Qwen3-TTS servers take). Unknown fields are ignored, as
+speed, stream_format; kazetts' extensions: language, seed, the sampling options of the engine
+(temperature, top_k, top_p, repetition_penalty, subtalker_temperature, subtalker_top_k,
+subtalker_top_p: kazetts.stages.sampling) and the aliases speaker = voice, instruct =
+instructions that other Qwen3-TTS servers take. Unknown fields are ignored, as
 clients add their own (Kokoro's "stream", "lang_code" ...).
 """
 
@@ -14,6 +16,7 @@ from typing import Any, Callable
 
 from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
 from kazetts.engine.limits import MAX_SEED
+from kazetts.stages.sampling import OPTIONS, check_option
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
@@ -32,9 +35,10 @@ class SpeechRequest:
     language: str
     seed: int | None
     model: str
+    sampling: dict  # the sampling options given (engine keyword arguments); the others are the reference's
 
     def engine_options(self) -> dict:
-        return dict(language=self.language, instruct=self.instructions, seed=self.seed, **self.voice)
+        return dict(language=self.language, instruct=self.instructions, seed=self.seed, **self.voice, **self.sampling)
 
 
 def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, aliases: tuple[str, ...] = ()) -> Any:
@@ -91,6 +95,14 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
     seed = _typed(body, "seed", int)
     if seed is not None and not 0 <= seed <= MAX_SEED:
         raise bad_request(f"'seed' must be within 0..{MAX_SEED}", "seed", "invalid_value")
+    sampling = {}
+    for name in OPTIONS:
+        value = _typed(body, name, int if name.endswith("top_k") else (int, float))
+        if value is not None:
+            try:
+                sampling[name] = check_option(name, value)
+            except ValueError as e:
+                raise bad_request(str(e), name, "invalid_value") from None
     instructions = _typed(body, "instructions", str, aliases=("instruct",))
     if instructions is not None and len(instructions) > max_input_chars:
         raise bad_request(f"'instructions' has {len(instructions)} characters; the limit is {max_input_chars}",
@@ -98,4 +110,4 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
     return SpeechRequest(input=text or "", voice=resolve_voice(voice), voice_id=voice,
                          instructions=(instructions or None) if takes_instruct else None, response_format=fmt,
                          speed=speed, stream_format=stream_format, language=language, seed=seed,
-                         model=_typed(body, "model", str, "kazetts"))
+                         model=_typed(body, "model", str, "kazetts"), sampling=sampling)

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from kazetts.stages import native
+from kazetts.stages.sampling import TEMPERATURE, TOP_K, TOP_P, CodePredictorSampler, SamplerConfig
 
 WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
 KERNELS = {"auto": 0, "ggml": 1, "avx2": 2, "avx512-vnni": 3}
@@ -105,8 +106,8 @@ class CodePredictor(native.NativeHandle):
         self._check(self._lib.kz_cp_set_threads(self._handle, int(n)))
         self.threads = int(n)
 
-    def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = 0.9, top_k: int = 50,
-                top_p: float = 1.0, rng: "np.random.Generator | native.Rng | None" = None, seed: int | None = None,
+    def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = TEMPERATURE, top_k: int = TOP_K,
+                top_p: float = TOP_P, rng: "np.random.Generator | native.Rng | None" = None, seed: int | None = None,
                 return_logits: bool = False):
         """One frame -> (codes [15] int32, embedding_sum [n_embd_in] float32[, logits [15, vocab]]).
 
@@ -254,10 +255,9 @@ class NumpyCodePredictor:
             x = x + ((g / (1 + np.exp(-g))) * (h @ L["ffn_up"].T)) @ L["ffn_down"].T
         return _rms(x[-1], self.norm, self.eps)
 
-    def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = 0.9, top_k: int = 50,
-                top_p: float = 1.0, rng: np.random.Generator | None = None):
+    def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = TEMPERATURE, top_k: int = TOP_K,
+                top_p: float = TOP_P, rng: np.random.Generator | None = None):
         """-> (codes [15], embedding_sum [n_in], logits [15, vocab])."""
-        from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
         sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature, top_k, top_p, greedy))
         hidden = np.asarray(hidden, np.float32).reshape(-1)
         cache = [([], []) for _ in self.layers]

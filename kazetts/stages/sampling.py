@@ -43,6 +43,7 @@ are done in greedy mode.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
@@ -50,25 +51,94 @@ import numpy as np
 
 NEG_INF = np.float32(-np.inf)
 
+# The reference's generate defaults (qwen_tts Qwen3TTSModel._merge_generate_kwargs' hard_defaults,
+# the same for the talker and the code predictor's subtalker_*): the one copy of these numbers.
+# The native engine's kz_tts_default_request is pinned to them (tests/test_native_engine.py).
+TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY = 0.9, 50, 1.0, 1.05
+
 
 @dataclass
 class SamplerConfig:
     """HF ``generate`` knobs. ``greedy=True`` is ``do_sample=False``: the warpers (temperature,
     top-k, top-p) are skipped, the logits processors (penalty, min tokens, suppress) still apply."""
 
-    temperature: float = 0.9
-    top_k: int = 50
-    top_p: float = 1.0
-    repetition_penalty: float = 1.05
+    temperature: float = TEMPERATURE
+    top_k: int = TOP_K
+    top_p: float = TOP_P
+    repetition_penalty: float = REPETITION_PENALTY
     min_new_tokens: int = 2
     greedy: bool = False
 
     @classmethod
-    def code_predictor(cls, temperature: float = 0.9, top_k: int = 50, top_p: float = 1.0,
+    def code_predictor(cls, temperature: float = TEMPERATURE, top_k: int = TOP_K, top_p: float = TOP_P,
                        greedy: bool = False) -> "SamplerConfig":
         """The reference's ``subtalker_*`` settings: no penalty, no minimum length."""
         return cls(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=1.0,
                    min_new_tokens=0, greedy=greedy)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _positive(value) -> float | None:
+    return float(np.float32(value)) if _number(value) and math.isfinite(value) and np.float32(value) > 0 else None
+
+
+def _top_k(value) -> int | None:
+    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _top_p(value) -> float | None:
+    return float(np.float32(value)) if _number(value) and 0 < np.float32(value) <= 1 else None
+
+
+# A request's sampling options: how each is checked (and rounded to float32, the native request's
+# type) and what it may be. The native engine checks the same ranges (kz_tts_request, tts.cpp).
+OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, "an integer >= 0 (0: off)"),
+           "top_p": (_top_p, "a number in (0, 1]"), "repetition_penalty": (_positive, "a number > 0"),
+           "subtalker_temperature": (_positive, "a number > 0"), "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
+           "subtalker_top_p": (_top_p, "a number in (0, 1]")}
+
+
+def check_option(name: str, value):
+    """One sampling option of a request as the engines use it; ValueError naming it if out of range."""
+    parse, valid = OPTIONS[name]
+    checked = parse(value)
+    if checked is None:
+        raise ValueError(f"{name} must be {valid}, got {value!r}")
+    return checked
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """A request's sampling options, the reference's ``generate`` arguments (``do_sample`` is
+    ``not greedy``): the talker's CB0 and the code predictor's CB1..15 (``subtalker_*``).
+    Checked on creation; the values are rounded to float32 as the native engine's request
+    (kz_tts_request) holds them, so both engines sample with exactly the same numbers."""
+
+    greedy: bool = False
+    temperature: float = TEMPERATURE
+    top_k: int = TOP_K
+    top_p: float = TOP_P
+    repetition_penalty: float = REPETITION_PENALTY
+    subtalker_temperature: float = TEMPERATURE
+    subtalker_top_k: int = TOP_K
+    subtalker_top_p: float = TOP_P
+
+    def __post_init__(self):
+        if not isinstance(self.greedy, (bool, np.bool_)):
+            raise ValueError(f"greedy must be True or False, got {self.greedy!r}")
+        for name in OPTIONS:
+            object.__setattr__(self, name, check_option(name, getattr(self, name)))
+
+    def talker(self) -> SamplerConfig:
+        return SamplerConfig(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                             repetition_penalty=self.repetition_penalty, greedy=bool(self.greedy))
+
+    def code_predictor(self) -> SamplerConfig:
+        return SamplerConfig.code_predictor(self.subtalker_temperature, self.subtalker_top_k, self.subtalker_top_p,
+                                            bool(self.greedy))
 
 
 def talker_suppress_tokens(vocab_size: int, eos_token_id: int, special_count: int = 1024) -> list[int]:

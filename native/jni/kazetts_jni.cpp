@@ -4,6 +4,7 @@
 // JNI_OnLoad are exported (kazetts_jni.map).
 #include <jni.h>
 
+#include <algorithm>
 #include <exception>
 #include <new>
 #include <string>
@@ -90,6 +91,23 @@ int32_t on_chunk(const kz_tts_chunk *chunk, void *user) {
     return env->ExceptionCheck() ? 0 : go_on ? 1 : 0;  // an exception in the callback stops the request
 }
 
+// A request's numbers as KazeTts.Options passes them: ints text_streaming, greedy, top_k,
+// cp_top_k, max_frames, chunk_frames; floats temperature, top_p, repetition_penalty,
+// cp_temperature, cp_top_p.
+constexpr jsize N_INTS = 6, N_FLOATS = 5;
+
+void request_numbers(const kz_tts_request &r, jint *iv, jfloat *fv) {
+    const jint ints[N_INTS] = {r.text_streaming, r.greedy, r.top_k, r.cp_top_k, r.max_frames, r.chunk_frames};
+    const jfloat floats[N_FLOATS] = {r.temperature, r.top_p, r.repetition_penalty, r.cp_temperature, r.cp_top_p};
+    std::copy(ints, ints + N_INTS, iv);
+    std::copy(floats, floats + N_FLOATS, fv);
+}
+
+void set_request_numbers(kz_tts_request &r, const jint *iv, const jfloat *fv) {
+    r.text_streaming = iv[0], r.greedy = iv[1], r.top_k = iv[2], r.cp_top_k = iv[3], r.max_frames = iv[4], r.chunk_frames = iv[5];
+    r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4];
+}
+
 }  // namespace
 
 extern "C" {
@@ -162,8 +180,23 @@ JNIEXPORT jintArray JNICALL Java_org_kazetts_KazeTts_nativeLastCodes(JNIEnv *env
     });
 }
 
-// ints: text_streaming, greedy, top_k, cp_top_k, max_frames, chunk_frames;
-// floats: temperature, top_p, repetition_penalty, cp_temperature, cp_top_p;
+// The defaults of a request (kz_tts_default_request): what a new KazeTts.Options holds.
+JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeDefaultOptions(JNIEnv *env, jclass, jintArray ints,
+                                                                      jfloatArray floats) {
+    if (!ints || !floats || env->GetArrayLength(ints) != N_INTS || env->GetArrayLength(floats) != N_FLOATS) {
+        throw_status(env, KZ_ERR_INVALID_ARGUMENT, "internal: option arrays of the wrong length");
+        return 0;
+    }
+    const kz_tts_request r = kz_tts_default_request();
+    jint iv[N_INTS];
+    jfloat fv[N_FLOATS];
+    request_numbers(r, iv, fv);
+    env->SetIntArrayRegion(ints, 0, N_INTS, iv);
+    env->SetFloatArrayRegion(floats, 0, N_FLOATS, fv);
+    return jlong(r.seed);
+}
+
+// ints, floats: the request's numbers (request_numbers);
 // stats (out, 11): stop reason, frames, pieces, pieces at budget, samples, prefill, talker,
 // code predictor, codec, first audio, total (ms). Returns the whole audio when collect, else null.
 JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
@@ -178,7 +211,7 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text is required");
             return nullptr;
         }
-        if (!ints || !floats || !stats || env->GetArrayLength(ints) != 6 || env->GetArrayLength(floats) != 5 ||
+        if (!ints || !floats || !stats || env->GetArrayLength(ints) != N_INTS || env->GetArrayLength(floats) != N_FLOATS ||
             env->GetArrayLength(stats) != 11) {
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "internal: option arrays of the wrong length");
             return nullptr;
@@ -187,10 +220,10 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text contains a NUL character");
             return nullptr;
         }
-        jint iv[6];
-        jfloat fv[5];
-        env->GetIntArrayRegion(ints, 0, 6, iv);
-        env->GetFloatArrayRegion(floats, 0, 5, fv);
+        jint iv[N_INTS];
+        jfloat fv[N_FLOATS];
+        env->GetIntArrayRegion(ints, 0, N_INTS, iv);
+        env->GetFloatArrayRegion(floats, 0, N_FLOATS, fv);
         std::vector<float> xv;
         if (xvector) {
             xv.resize(size_t(env->GetArrayLength(xvector)));
@@ -203,8 +236,7 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
         r.xvector = xvector ? xv.data() : nullptr;
         r.xvector_len = int32_t(xv.size());
         if (xvector && xv.empty()) r.xvector_len = -1;  // reported as a bad request
-        r.text_streaming = iv[0], r.greedy = iv[1], r.top_k = iv[2], r.cp_top_k = iv[3], r.max_frames = iv[4], r.chunk_frames = iv[5];
-        r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4];
+        set_request_numbers(r, iv, fv);
         r.seed = seed;
         CallbackState state{env, callback, collect == JNI_TRUE, {}};
         kz_tts_result res{};

@@ -129,11 +129,16 @@ void check_request(const kz_tts_request &r) {
     if (r.chunk_frames < 1) bad("chunk_frames must be >= 1, got " + std::to_string(r.chunk_frames));
     if (r.max_frames < 0) bad("max_frames must be >= 0 (0: a budget from the text), got " + std::to_string(r.max_frames));
     if (r.xvector_len < 0 || (r.xvector_len > 0) != (r.xvector != nullptr)) bad("xvector and xvector_len disagree");
-    if (!(r.repetition_penalty > 0.0f)) bad("repetition_penalty must be > 0");
-    if (r.greedy) return;
-    if (!(r.temperature > 0.0f) || !(r.cp_temperature > 0.0f)) bad("temperature must be > 0");
-    if (r.top_k < 0 || r.cp_top_k < 0) bad("top_k must be >= 0 (0: off)");
-    if (!(r.top_p > 0.0f && r.top_p <= 1.0f) || !(r.cp_top_p > 0.0f && r.cp_top_p <= 1.0f)) bad("top_p must be in (0, 1]");
+    // the ranges of kazetts.stages.sampling's checks, greedy or not (a bad value is a bad request)
+    auto positive = [](float v) { return v > 0.0f && std::isfinite(v); };
+    if (!positive(r.repetition_penalty)) bad("repetition_penalty must be > 0");
+    auto unit = [](float v) { return v > 0.0f && v <= 1.0f; };
+    if (!positive(r.temperature)) bad("temperature must be > 0");
+    if (!positive(r.cp_temperature)) bad("cp_temperature must be > 0");
+    if (r.top_k < 0) bad("top_k must be >= 0 (0: off)");
+    if (r.cp_top_k < 0) bad("cp_top_k must be >= 0 (0: off)");
+    if (!unit(r.top_p)) bad("top_p must be in (0, 1]");
+    if (!unit(r.cp_top_p)) bad("cp_top_p must be in (0, 1]");
 }
 
 bool blank(const std::u32string &s) {

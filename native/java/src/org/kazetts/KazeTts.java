@@ -31,28 +31,60 @@ public final class KazeTts implements AutoCloseable {
         public int contextSize = 2048;
     }
 
-    /** One request; the defaults are the reference's. */
+    /**
+     * One request. A new Options holds the reference's defaults, read from libkazetts
+     * (kz_tts_default_request): temperature 0.9, top-k 50 (0: off), top-p 1.0, repetition
+     * penalty 1.05 for the talker, the same for the code predictor (subtalker*).
+     */
     public static final class Options {
         public String speaker;            // CustomVoice: a named speaker
         public String language = "auto";  // or one of languages()
         public String instruct;           // VoiceDesign, 1.7B CustomVoice
         public float[] xvector;           // Base: a speaker x-vector
-        public boolean textStreaming = true;
-        public boolean greedy = false;
-        public float temperature = 0.9f;
-        public int topK = 50;
-        public float topP = 1.0f;
-        public float repetitionPenalty = 1.05f;
-        public float subtalkerTemperature = 0.9f;
-        public int subtalkerTopK = 50;
-        public float subtalkerTopP = 1.0f;
+        public boolean textStreaming;
+        public boolean greedy;            // argmax after the repetition penalty
+        public float temperature;         // > 0
+        public int topK;                  // >= 0
+        public float topP;                // in (0, 1]
+        public float repetitionPenalty;   // > 0
+        public float subtalkerTemperature;
+        public int subtalkerTopK;
+        public float subtalkerTopP;
         /** >= 0: reproducible sampling; < 0: a random seed. */
-        public long seed = -1;
+        public long seed;
         /** Frames per text piece; 0: a budget from the piece's length. */
-        public int maxFrames = 0;
+        public int maxFrames;
         /** Frames per audio chunk after a piece's first frame (which comes alone). */
-        public int chunkFrames = 4;
+        public int chunkFrames;
+
+        public Options() {
+            int[] ints = new int[INTS];
+            float[] floats = new float[FLOATS];
+            seed = nativeDefaultOptions(ints, floats);
+            textStreaming = ints[0] != 0;
+            greedy = ints[1] != 0;
+            topK = ints[2];
+            subtalkerTopK = ints[3];
+            maxFrames = ints[4];
+            chunkFrames = ints[5];
+            temperature = floats[0];
+            topP = floats[1];
+            repetitionPenalty = floats[2];
+            subtalkerTemperature = floats[3];
+            subtalkerTopP = floats[4];
+        }
+
+        // the numbers of the request, in the JNI bridge's order (kazetts_jni.cpp: request_numbers)
+        int[] ints() {
+            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, subtalkerTopK, maxFrames, chunkFrames};
+        }
+
+        float[] floats() {
+            return new float[] {temperature, topP, repetitionPenalty, subtalkerTemperature, subtalkerTopP};
+        }
     }
+
+    private static final int INTS = 6, FLOATS = 5;
 
     /** Receives audio as frames are decoded, on the generating thread; return false to stop. */
     public interface ChunkCallback {
@@ -162,11 +194,9 @@ public final class KazeTts implements AutoCloseable {
     private synchronized float[] run(String text, Options o, ChunkCallback callback, boolean collect) {
         if (text == null) throw new IllegalArgumentException("text is required");
         if (o == null) throw new IllegalArgumentException("options are required");
-        int[] ints = {o.textStreaming ? 1 : 0, o.greedy ? 1 : 0, o.topK, o.subtalkerTopK, o.maxFrames, o.chunkFrames};
-        float[] floats = {o.temperature, o.topP, o.repetitionPenalty, o.subtalkerTemperature, o.subtalkerTopP};
         double[] stats = new double[11];
         float[] audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
-                o.xvector, ints, floats, o.seed, callback, collect, stats);
+                o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats);
         lastStats = new Stats(stats);
         return audio;
     }
@@ -211,6 +241,7 @@ public final class KazeTts implements AutoCloseable {
         return out.toArray(new String[0]);
     }
 
+    private static native long nativeDefaultOptions(int[] ints, float[] floats);
     private static native long nativeLoad(byte[] talker, byte[] mmproj, int threads, int codecWeights, int nCtx);
     private static native void nativeFree(long handle);
     private static native void nativeCancel(long handle);

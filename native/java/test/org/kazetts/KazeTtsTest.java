@@ -11,13 +11,15 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * KazeTts on a desktop JVM (run by tests/test_java.py, which writes the expected results of
  * the Python engine). Usage: KazeTtsTest TALKER MMPROJ CASES_DIR. CASES_DIR/cases.tsv has one
  * line per request: name, text (base64 UTF-8), speaker, language, greedy, seed, max_frames,
- * text_streaming;
+ * text_streaming, temperature, top_k, top_p, repetition_penalty, subtalker_temperature,
+ * subtalker_top_k, subtalker_top_p ("-": the Options default);
  * NAME.codes (int32 LE) and NAME.pcm (float32 LE) are the Python engine's output for it.
  * Prints PASS/FAIL per check; exits 1 on any failure.
  */
@@ -54,6 +56,13 @@ public final class KazeTtsTest {
         o.seed = Long.parseLong(f[5]);
         o.maxFrames = Integer.parseInt(f[6]);
         o.textStreaming = f[7].equals("1");
+        if (!f[8].equals("-")) o.temperature = Float.parseFloat(f[8]);
+        if (!f[9].equals("-")) o.topK = Integer.parseInt(f[9]);
+        if (!f[10].equals("-")) o.topP = Float.parseFloat(f[10]);
+        if (!f[11].equals("-")) o.repetitionPenalty = Float.parseFloat(f[11]);
+        if (!f[12].equals("-")) o.subtalkerTemperature = Float.parseFloat(f[12]);
+        if (!f[13].equals("-")) o.subtalkerTopK = Integer.parseInt(f[13]);
+        if (!f[14].equals("-")) o.subtalkerTopP = Float.parseFloat(f[14]);
         return o;
     }
 
@@ -150,6 +159,36 @@ public final class KazeTtsTest {
         o.maxFrames = 11;
         o.chunkFrames = 4;
         check("synthesize again after cancel", Arrays.equals(tts.generate(text, o), whole), "");
+
+        // cancel from a thread that does not wait for the callback: generate returns within one
+        // frame of cancel() (frames are counted as the callback sees them), then the handle works
+        o.maxFrames = 40;
+        o.chunkFrames = 1;
+        AtomicInteger seen = new AtomicInteger();
+        CountDownLatch second = new CountDownLatch(1);
+        AtomicInteger seenAtCancel = new AtomicInteger(-1);
+        Thread canceller = new Thread(() -> {
+            try {
+                second.await();
+            } catch (InterruptedException e) {
+                return;
+            }
+            tts.cancel();
+            seenAtCancel.set(seen.get());
+        });
+        canceller.start();
+        KazeTts.Stats async = tts.generate(text, o, (samples, codes, soFar) -> {
+            seen.set(soFar);
+            if (soFar == 2) second.countDown();
+            return true;
+        });
+        canceller.join();
+        check("cancel mid-utterance returns within one frame", async.stopReason.equals("cancelled")
+                && async.frames <= seenAtCancel.get() + 1 && async.frames < 40,
+                async.stopReason + " after " + async.frames + " frames, " + seenAtCancel.get() + " seen when cancel() returned");
+        o.maxFrames = 11;
+        o.chunkFrames = 4;
+        check("synthesize again after an asynchronous cancel", Arrays.equals(tts.generate(text, o), whole), "");
         KazeTts.Stats stopped = tts.generate(text, o, (samples, codes, soFar) -> false);
         check("callback returning false stops", stopped.stopReason.equals("cancelled") && stopped.frames == 1,
                 stopped.stopReason + " after " + stopped.frames + " frames");
@@ -173,11 +212,40 @@ public final class KazeTtsTest {
         badTemp.greedy = false;
         badTemp.temperature = 0f;
         expectThrows("temperature 0", IllegalArgumentException.class, () -> tts.generate(text, badTemp));
+        KazeTts.Options greedyTemp = options(base);
+        greedyTemp.greedy = true;
+        greedyTemp.temperature = 0f;
+        expectThrows("temperature 0 even when greedy", IllegalArgumentException.class, () -> tts.generate(text, greedyTemp));
+        KazeTts.Options badTopK = options(base);
+        badTopK.topK = -1;
+        expectThrows("topK -1", IllegalArgumentException.class, () -> tts.generate(text, badTopK));
+        KazeTts.Options badTopP = options(base);
+        badTopP.topP = 1.5f;
+        expectThrows("topP 1.5", IllegalArgumentException.class, () -> tts.generate(text, badTopP));
+        KazeTts.Options badPenalty = options(base);
+        badPenalty.repetitionPenalty = Float.NaN;
+        expectThrows("repetitionPenalty NaN", IllegalArgumentException.class, () -> tts.generate(text, badPenalty));
+        KazeTts.Options badSub = options(base);
+        badSub.subtalkerTemperature = -1f;
+        expectThrows("subtalkerTemperature -1", IllegalArgumentException.class, () -> tts.generate(text, badSub));
+        KazeTts.Options badMax = options(base);
+        badMax.maxFrames = -1;
+        expectThrows("maxFrames -1", IllegalArgumentException.class, () -> tts.generate(text, badMax));
+        KazeTts.Options badX = options(base);
+        badX.speaker = null;
+        badX.xvector = new float[3];
+        expectThrows("x-vector of the wrong length", IllegalArgumentException.class, () -> tts.generate(text, badX));
+        expectThrows("null callback", IllegalArgumentException.class, () -> tts.generate(text, options(base), null));
         expectThrows("empty text", IllegalArgumentException.class, () -> tts.generate("  ", options(base)));
         expectThrows("null text", IllegalArgumentException.class, () -> tts.generate(null, options(base)));
         expectThrows("null options", IllegalArgumentException.class, () -> tts.generate(text, null));
         expectThrows("missing model file", KazeTtsException.class, () ->
                 new KazeTts(talker + ".missing", mmproj));
+        expectThrows("null model path", IllegalArgumentException.class, () -> new KazeTts(null, mmproj));
+        KazeTts.Config noThreads = new KazeTts.Config();
+        noThreads.threads = 0;
+        expectThrows("threads 0", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, noThreads));
+        check("usable after bad requests", Arrays.equals(tts.generate(text, o), whole), "");
 
         tts.close();
         tts.close();

@@ -1,0 +1,55 @@
+"""kazetts native engine side of scripts/bench.py: one request through libkazetts' tts.h (the whole
+pipeline in C++, what an Android app calls through JNI) in its own process.
+
+    .venv/bin/python scripts/bench_native.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
+
+The same work as scripts/bench_kazetts.py (the Python engine): load with a short warm-up request,
+then the timed request, greedy, non-streaming text prompt, the x-vector speaker, audio for the
+first frame then every --chunk-frames. Prefill and the per-stage times are the engine's own
+per-request timings (kz_tts_result); first audio and the request's wall time are measured here,
+around the call, as the Python worker measures them. tts.h has no logit bias, so end-of-speech is
+not forbidden: a model that says it before --frames gives fewer frames, which scripts/bench.py
+reports as a failed row (the synthetic checkpoints never do on the bench's text).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_common import peak_rss_mb  # noqa: E402
+from bench_kazetts import WARMUP_FRAMES, WARMUP_TEXT, worker_arguments  # noqa: E402
+from kazetts.engine.native_tts import NativeTTS  # noqa: E402
+
+
+def main() -> None:
+    a, options = worker_arguments(__doc__)
+    start = time.perf_counter()
+    tts = NativeTTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)
+    tts.synthesize(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options)
+    load, load_rss = time.perf_counter() - start, peak_rss_mb()
+    first_audio = []
+
+    def on_chunk(audio, codes, frames_total):
+        if not first_audio:
+            first_audio.append(time.perf_counter() - start)
+        return True
+
+    start = time.perf_counter()
+    r = tts.synthesize(a.text, on_chunk=on_chunk, max_frames=a.frames, **options)
+    request = time.perf_counter() - start
+    t = {name: ms / 1000 for name, ms in r.timings.items()}
+    print(json.dumps({
+        "load_s": load, "load_peak_rss_mb": load_rss, "frames": int(r.codes.shape[0]),
+        "audio_s": len(r.audio) / tts.sample_rate, "prefill_s": t["prefill_ms"],
+        "talker_s": t["talker_ms"] - t["prefill_ms"], "code_predictor_s": t["code_predictor_ms"],
+        "codec_s": t["codec_ms"], "first_audio_s": first_audio[0], "request_s": request,
+        "stop_reason": r.stop_reason,
+    }))
+
+
+if __name__ == "__main__":
+    main()
