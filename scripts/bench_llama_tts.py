@@ -10,7 +10,9 @@ the work the other engines do:
 - `-n FRAMES --logit-bias <codec eos>-inf`: exactly FRAMES frames (end-of-speech forbidden);
 - `--top-k 1 --temp 0`: greedy talker and code predictor;
 - `--no-repack` where kazetts's talker goes without llama.cpp's extra CPU buffer types too (on
-  AMX CPUs, where they crash in ggml_backend_amx_mul_mat on Q8_0 talkers);
+  AMX CPUs, where a GCC 12 build of ggml dies of SIGILL in ggml_backend_amx_mul_mat on any batch of
+  2+ rows: see kazetts.stages.talker.extra_buffers_are_safe; llama-tts has `-ot` tensor overrides,
+  but every AMX-resident weight meets the prompt batch, so no narrower choice exists);
 - `-c N_CTX`: the talker context kazetts allocates (its default is the model's 32768 positions);
 - OMP_THREAD_LIMIT=threads in its environment: its mtmd context (code predictor, codec, speaker
   encoder) always asks for 4 threads; ggml's OpenMP build takes the limit.

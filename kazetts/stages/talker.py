@@ -2,8 +2,12 @@
 
 Each call feeds embeddings (the prefill, then one vector per frame) and returns, for the last
 position only, the hidden state after the final norm (the code predictor's input) and the
-3072 codec logits (CB0). Only that one output row is requested per batch, so llama.cpp's
-output buffer stays one row of 155008 logits instead of n_ubatch rows.
+3072 codec logits (CB0). Only that row is marked as an output, but a context with embeddings on
+makes llama.cpp output every row of a batch (llama_batch_allocr: "embeddings required but some
+input tokens were not marked as outputs -> overriding"): a prefill chunk computes the (3072-row)
+head for all its rows and grows llama.cpp's output buffer to chunk x 155008 logits (~40 MB at 64).
+Decoding the prompt without outputs and its last row alone avoids that, but costs one more pass
+over the weights: slower for the ~10-row prompts of streaming text, so it is not done.
 
 The model uses IMROPE (M-RoPE, interleaved): a batch carries 4 position streams per token,
 section-major (pos[j * n_tokens + i] = p_i for j = 0..3); in TTS all streams are equal, so
@@ -27,7 +31,15 @@ POSITION_STREAMS = 4
 
 
 def extra_buffers_are_safe() -> bool:
-    """False when llama-cpp-python's ggml CPU backend sees AMX here (or cannot be asked)."""
+    """False when llama-cpp-python's ggml CPU backend sees AMX here (or cannot be asked).
+
+    ggml's AMX kernels for batches of 2+ rows (the prefill; one row takes an AVX-512 VNNI path)
+    start with ggml_tile_config_init, whose `_tile_loadconfig(&tc)` GCC 12 compiles wrongly: its
+    amxtileintrin.h declares ldtilecfg's memory operand as 8 bytes, so the stores of the 64-byte
+    config's rows and colsb are dead-store-eliminated and every tile has 0 rows; the next tile
+    instruction (tilezero) raises #UD, the process dies of SIGILL. Any weight type with AMX kernels,
+    any thread count. Keeping only some tensors in AMX buffers does not help: each one crashes in
+    the prefill. (Restoring the config in gdb makes the prefill run; see docs/benchmarks.md.)"""
     libs = sorted(pathlib.Path(llama_cpp.__file__).parent.joinpath("lib").glob("libggml-cpu.*"))
     return bool(libs) and not ctypes.CDLL(str(libs[0])).ggml_cpu_has_amx_int8()
 
@@ -52,8 +64,9 @@ class Talker:
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0
         # llama.cpp's extra CPU buffer types repack weights for faster kernels (ARM dotprod/i8mm,
-        # AVX2 Q4_0), but on CPUs with AMX (recent Xeons) they crash in ggml_backend_amx_mul_mat
-        # on this model's Q8_0 weights: there, plain CPU buffers.
+        # AVX2 Q4_0), but with AMX (recent Xeons) a GCC 12 build of ggml dies of SIGILL in
+        # ggml_backend_amx_mul_mat on any batch of 2+ rows (see extra_buffers_are_safe): there,
+        # plain CPU buffers.
         model_params.use_extra_bufts = extra_buffers_are_safe()
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:

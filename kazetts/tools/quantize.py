@@ -276,7 +276,7 @@ def _llama_load_check(path: pathlib.Path, what: str) -> None:
     _llama_log_capture()
     mp = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_extra_bufts = False       # AMX repacking crashes on Q8_0 here (see kazetts.stages.talker)
+    mp.use_extra_bufts = False       # a loading check: no repacking (AMX crashes here, see kazetts.stages.talker)
     mp.use_mmap = True
     model = llama_cpp.llama_model_load_from_file(os.fsencode(str(path)), mp)
     if not model:

@@ -25,8 +25,9 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     std::call_once(backend, [] { llama_backend_init(); });
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
-    // llama.cpp's extra CPU buffer types (repacked weights) crash on AMX CPUs with this model's
-    // Q8_0 weights (ggml_backend_amx_mul_mat): plain CPU buffers there.
+    // llama.cpp's extra CPU buffer types (repacked weights): on AMX CPUs a GCC 12 build of ggml
+    // dies of SIGILL in ggml_backend_amx_mul_mat on any batch of 2+ rows (its tile config is
+    // miscompiled; see extra_buffers_are_safe in kazetts/stages/talker.py): plain CPU buffers there.
     mp.use_extra_bufts = !ggml_cpu_has_amx_int8();
     model_ = llama_model_load_from_file(path.c_str(), mp);
     if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
