@@ -7,7 +7,7 @@ scripts/make_checkpoint.py 0.6b DIR --type base; kazetts convert DIR -o OUT --ty
 input is the committed espeak-ng reference (dumps/clone/clone_icl_long_ref/ref_pcm.npy, 24 kHz),
 cut to --seconds. The thread counts take turns within every repetition (this machine is shared:
 interleaved runs see the same load); prints the median and the range of each stage per thread
-count, the load average, and the process's peak RSS.
+count (wall, and the median CPU time of the process), the load average, and the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ PCM = REPO / "dumps" / "clone" / "clone_icl_long_ref" / "ref_pcm.npy"
 
 
 def timed(fn, *args):
-    start = time.perf_counter()
+    """fn(*args), its wall time and the process's CPU time over it (all threads: at 1 thread the
+    work itself, whatever else the machine runs; at 2 the spinning at barriers too)."""
+    start, cpu = time.perf_counter(), time.process_time()
     out = fn(*args)
-    return out, time.perf_counter() - start
+    return out, (time.perf_counter() - start, time.process_time() - cpu)
 
 
 def main(argv=None) -> int:
@@ -50,8 +52,8 @@ def main(argv=None) -> int:
     if n > len(pcm):  # the recording, repeated: still speech, as long as asked
         pcm = np.tile(pcm, -(-n // len(pcm)))
     pcm = np.ascontiguousarray(pcm[:n], dtype=np.float32)
-    speaker, load_speaker = timed(SpeakerEncoder, args.mmproj)
-    codec, load_codec = timed(CodecEncoder, args.mmproj)
+    speaker, (load_speaker, _) = timed(SpeakerEncoder, args.mmproj)
+    codec, (load_codec, _) = timed(CodecEncoder, args.mmproj)
     times = {(t, stage): [] for t in args.threads for stage in ("mel", "speaker_encoder", "codec_encoder")}
     loads = [os.getloadavg()[0]]
     for _ in range(args.reps):
@@ -72,9 +74,10 @@ def main(argv=None) -> int:
         cells = []
         total = 0.0
         for stage in ("mel", "speaker_encoder", "codec_encoder"):
-            ms = [1000 * t for t in times[threads, stage]]
+            ms = [1000 * wall for wall, _ in times[threads, stage]]
+            cpu = statistics.median(1000 * c for _, c in times[threads, stage])
             total += statistics.median(ms)
-            cells.append(f"{stage} {statistics.median(ms):.0f} ms ({min(ms):.0f}-{max(ms):.0f})")
+            cells.append(f"{stage} {statistics.median(ms):.0f} ms ({min(ms):.0f}-{max(ms):.0f}; cpu {cpu:.0f})")
         print(f"  {threads} thread(s): " + ", ".join(cells) + f"; sum of medians {total:.0f} ms")
     return 0
 

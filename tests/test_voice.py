@@ -3,6 +3,8 @@ reference's generate_voice_clone goldens, and the requests that are refused."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import soundfile
@@ -148,6 +150,37 @@ def test_edge_references_give_a_voice_or_a_clear_error(engines, tmp_path):
             tts.enroll((audio, sr))
     with pytest.raises(ValueError, match="ref_text is empty"):
         tts.enroll((speech, sr), ref_text="  ")
+
+
+def test_edge_references_clone_in_icl_mode_too(engines, tmp_path):
+    """With a transcript the edge recordings go through the codec encoder as well: stereo gives
+    the codes of its mono mix; 8 and 96 kHz files, 0.1 s and 60 s give ceil(samples / 1920)
+    frames of valid codes at 24 kHz, and ICL speaks from the shortest and the longest."""
+    import soxr
+
+    tts = engines()
+    text = goldens.RECORDINGS["en_24k"].text
+    speech, sr = soundfile.read(str(recording("en_24k")), dtype="float32")
+    assert sr == 24000
+    stereo = tmp_path / "stereo.wav"
+    soundfile.write(stereo, np.stack([speech, speech], axis=1), sr, subtype="FLOAT")
+    assert np.array_equal(tts.enroll(stereo, ref_text=text).ref_codes, tts.enroll((speech, sr), ref_text=text).ref_codes)
+    cases = []
+    for rate in (8000, 96000):
+        path = tmp_path / f"r{rate}.wav"
+        resampled = soxr.resample(speech, sr, rate)
+        soundfile.write(path, resampled, rate, subtype="FLOAT")
+        cases.append((path, -(-len(resampled) * 24000 // rate)))
+    cases += [((speech[: sr // 10], sr), sr // 10), ((np.tile(speech, 13)[: 60 * sr], sr), 60 * sr)]
+    for source, samples in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the 0.1 s one warns (tested above)
+            voice = tts.enroll(source, ref_text=text)
+        assert voice.ref_codes.shape == (-(-samples // 1920), 16), (samples, voice.ref_codes.shape)
+        assert voice.ref_codes.min() >= 0 and voice.ref_codes.max() < 2048 and np.isfinite(voice.x_vector).all()
+        if samples in (sr // 10, 60 * sr):
+            r = tts.synthesize("Hello.", voice=voice, greedy=True, max_frames=2)
+            assert len(r.codes) >= 1 and np.isfinite(r.audio).all() and len(r.audio) == 1920 * len(r.codes)
 
 
 def test_ref_silence_is_the_reference_with_zeros_appended_by_hand(engines, tmp_path):

@@ -34,7 +34,6 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <functional>
