@@ -133,7 +133,7 @@ void load_model(Model &m, const char *path) {
         throw Error(KZ_ERR_FORMAT, std::string(path) + " has no speaker encoder (a.conv1d.0.weight): only Base models have one");
     const int n_blocks = count(L, "a.blk.", 1, ".conv_pw1.weight");
     const std::vector<int> dil = L.ints("kazetts.spk.enc_dilations", kDilations);
-    if (n_blocks < 1 || (int)dil.size() != n_blocks + 2)
+    if (n_blocks < 1 || n_blocks > GGML_MAX_SRC || (int)dil.size() != n_blocks + 2)
         throw Error(KZ_ERR_FORMAT, std::string(path) + ": " + std::to_string(n_blocks) + " SE-Res2Net blocks and " +
                                        std::to_string(dil.size()) + " dilations do not match");
 
@@ -152,7 +152,7 @@ void load_model(Model &m, const char *path) {
         ch = blk.tdnn1.cout;
         const int scale = count(L, p + "res2.", 0, ".weight") + 1;
         const int want_scale = (int)L.num("kazetts.spk.enc_res2net_scale", scale);
-        if (scale < 2 || scale != want_scale || ch % scale)
+        if (scale < 2 || scale > GGML_MAX_SRC || scale != want_scale || ch % scale)  // concat takes <= GGML_MAX_SRC parts
             throw Error(KZ_ERR_FORMAT, p + "res2: " + std::to_string(scale - 1) + " convs for " + std::to_string(ch) + " channels");
         for (int x = 0; x + 1 < scale; x++) {
             blk.res2.push_back(B.conv(p + "res2." + std::to_string(x), dil[i]));
@@ -323,8 +323,7 @@ struct Graph {
         ggml_tensor *y = linear(x, c, plus);
         return custom("bias_relu", y->ne[0], y->ne[1], {y, c.b}, bias_relu_op);
     }
-    ggml_tensor *concat(const std::vector<ggml_tensor *> &parts) {
-        if (parts.size() > GGML_MAX_SRC) throw Error(KZ_ERR_FORMAT, "speaker encoder: more than GGML_MAX_SRC parts to concatenate");
+    ggml_tensor *concat(const std::vector<ggml_tensor *> &parts) {  // at most GGML_MAX_SRC (load_model checks)
         int64_t C = 0;
         for (ggml_tensor *p : parts) C += p->ne[0];
         return custom("concat", C, parts[0]->ne[1], parts, concat_op);
