@@ -129,3 +129,49 @@ def test_cloning_errors_are_one_line_and_exit_2(model_dir, tmp_path, args, messa
     result = kazetts(*args, "--model", model_dir)
     assert result.returncode == 2 and message in result.stderr and b"Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def other_model_voice(tiny_tts, tmp_path_factory):
+    from kazetts.validation import goldens
+
+    path = tmp_path_factory.mktemp("voices") / "proj.voice"
+    return tiny_tts("tiny-proj", "base").enroll(goldens.recording_path(DUMPS, "en_24k")).save(path)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["enroll", "SILENT", "-o", "OUT.voice"], b"ref_audio: the audio is silent"),
+    (["enroll", "EMPTY", "-o", "OUT.voice"], b"ref_audio: the audio is empty"),
+    (["enroll", "SHORT", "-o", "OUT.voice"], b"ref_audio: the audio is 42 ms long; the speaker encoder needs at least 53 ms"),
+    (["enroll", "REF", "-o", "OUT.voice", "--ref-silence", "3"], b"ref_silence must be a number of seconds in 0..2"),
+    (["say", "x", "-o", "OUT.wav", "--ref-audio", "REF", "--ref-silence", "nan"], b"ref_silence must be"),
+    (["say", "x", "-o", "OUT.wav", "--voice", "OTHER"], b"made for a base model of hidden size 96, this is a base model of hidden size 64"),
+])
+def test_bad_references_are_one_line_errors_on_a_base_model(base_dir, other_model_voice, tmp_path, args, message):
+    from kazetts.validation import goldens
+
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    files = {"SILENT": np.zeros(24000, np.float32), "EMPTY": np.zeros(0, np.float32), "SHORT": np.full(1000, 0.1, np.float32)}
+    for name, audio in files.items():
+        soundfile.write(refs / f"{name}.wav", audio, 24000)
+    args = [str(refs / f"{a}.wav") if a in files else str(goldens.recording_path(DUMPS, "en_24k")) if a == "REF" else
+            str(other_model_voice) if a == "OTHER" else str(tmp_path / a) if a.startswith("OUT.") else a for a in args]
+    result = kazetts(*args, "--model", base_dir)
+    assert result.returncode == 2 and message in result.stderr and b"Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["refs"]
+
+
+def test_enroll_with_ref_silence_says_so_and_keeps_it(base_dir, tmp_path):
+    from kazetts.engine.voice import Voice
+    from kazetts.validation import goldens
+
+    voice = tmp_path / "me.voice"
+    text = goldens.RECORDINGS["en_24k"].text
+    result = kazetts("enroll", goldens.recording_path(DUMPS, "en_24k"), "-o", voice, "--model", base_dir,
+                     "--ref-text", text, "--ref-silence", "0.5")
+    assert result.returncode == 0, result.stderr.decode()
+    samples = len(soundfile.read(goldens.recording_path(DUMPS, "en_24k"))[0])
+    assert f"{samples / 24000:.2f} s reference + 0.5 s of silence, with reference codes (ICL)".encode() in result.stdout
+    saved = Voice.load(voice)
+    assert saved.ref_silence == 0.5 and saved.has_icl and len(saved.ref_codes) == -(-(samples + 12000) // 1920)

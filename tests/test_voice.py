@@ -3,6 +3,8 @@ reference's generate_voice_clone goldens, and the requests that are refused."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import soundfile
@@ -148,6 +150,82 @@ def test_edge_references_give_a_voice_or_a_clear_error(engines, tmp_path):
             tts.enroll((audio, sr))
     with pytest.raises(ValueError, match="ref_text is empty"):
         tts.enroll((speech, sr), ref_text="  ")
+
+
+def test_edge_references_clone_in_icl_mode_too(engines, tmp_path):
+    """With a transcript the edge recordings go through the codec encoder as well: stereo gives
+    the codes of its mono mix; 8 and 96 kHz files, 0.1 s and 60 s give ceil(samples / 1920)
+    frames of valid codes at 24 kHz, and ICL speaks from the shortest (a 60 s ICL prompt only
+    costs time: 750 reference frames through the talker and the codec)."""
+    import soxr
+
+    tts = engines()
+    text = goldens.RECORDINGS["en_24k"].text
+    speech, sr = soundfile.read(str(recording("en_24k")), dtype="float32")
+    assert sr == 24000
+    stereo = tmp_path / "stereo.wav"
+    soundfile.write(stereo, np.stack([speech, speech], axis=1), sr, subtype="FLOAT")
+    assert np.array_equal(tts.enroll(stereo, ref_text=text).ref_codes, tts.enroll((speech, sr), ref_text=text).ref_codes)
+    cases = []
+    for rate in (8000, 96000):
+        path = tmp_path / f"r{rate}.wav"
+        resampled = soxr.resample(speech, sr, rate)
+        soundfile.write(path, resampled, rate, subtype="FLOAT")
+        cases.append((path, -(-len(resampled) * 24000 // rate)))
+    cases += [((speech[: sr // 10], sr), sr // 10), ((np.tile(speech, 13)[: 60 * sr], sr), 60 * sr)]
+    for source, samples in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the 0.1 s one warns (tested above)
+            voice = tts.enroll(source, ref_text=text)
+        assert voice.ref_codes.shape == (-(-samples // 1920), 16), (samples, voice.ref_codes.shape)
+        assert voice.ref_codes.min() >= 0 and voice.ref_codes.max() < 2048 and np.isfinite(voice.x_vector).all()
+        if samples == sr // 10:
+            r = tts.synthesize("Hello.", voice=voice, greedy=True, max_frames=2)
+            assert len(r.codes) >= 1 and np.isfinite(r.audio).all() and len(r.audio) == 1920 * len(r.codes)
+
+
+def test_ref_silence_is_the_reference_with_zeros_appended_by_hand(engines, tmp_path):
+    """ref_silence=0.5 gives exactly the voice of the 24 kHz reference with 12000 zeros appended
+    (x-vector and ICL codes), for a 24 kHz array and for a file the reference resamples; the voice
+    file keeps how it was made; synthesize(ref_audio=, ref_silence=) is that voice."""
+    from kazetts.stages.audio_input import reference_audio
+
+    tts = engines()
+    text = goldens.RECORDINGS["en_24k"].text
+    zeros = np.zeros(12000, np.float32)
+    for source in (soundfile.read(str(recording("en_24k")), dtype="float32"), recording("en_16k")):
+        at_24k = reference_audio(source, tts.speaker_encoder.min_samples)
+        by_hand = tts.enroll((np.concatenate([at_24k, zeros]), 24000), ref_text=text)
+        voice = tts.enroll(source, ref_text=text, ref_silence=0.5)
+        assert np.array_equal(voice.x_vector, by_hand.x_vector)
+        assert np.array_equal(voice.ref_codes, by_hand.ref_codes)
+        assert len(voice.ref_codes) == -(-(len(at_24k) + 12000) // 1920)
+        assert voice.ref_silence == 0.5 and voice.ref_seconds == len(at_24k) / 24000
+    plain = tts.enroll(recording("en_16k"), ref_text=text)
+    assert plain.ref_silence == 0.0 and not np.array_equal(plain.x_vector, voice.x_vector)
+    back = Voice.load(voice.save(tmp_path / "silence.voice"))
+    assert back.ref_silence == 0.5 and back.ref_seconds == pytest.approx(voice.ref_seconds)
+    assert Voice.load(plain.save(tmp_path / "plain.voice")).ref_silence == 0.0
+    request = dict(greedy=True, max_frames=4)
+    direct = tts.synthesize("Hello.", ref_audio=str(recording("en_16k")), ref_text=text, ref_silence=0.5, **request)
+    assert np.array_equal(direct.codes, tts.synthesize("Hello.", voice=back, **request).codes)
+
+
+@pytest.mark.parametrize("value", [-0.1, 2.5, float("nan"), float("inf"), "0.5", True, None])
+def test_ref_silence_out_of_range_is_refused(engines, value):
+    tts = engines()
+    with pytest.raises(ValueError, match=r"ref_silence must be a number of seconds in 0\.\.2"):
+        tts.enroll(recording("en_24k"), ref_silence=value)
+    with pytest.raises(ValueError, match="ref_silence must be"):
+        tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), ref_silence=value, max_frames=2)
+
+
+def test_ref_silence_goes_with_a_ref_audio_only(engines):
+    tts = engines()
+    voice = tts.enroll(recording("en_24k"))
+    for request in (dict(voice=voice), dict(speaker_embedding=voice.x_vector)):
+        with pytest.raises(ValueError, match="ref_silence is appended to a ref_audio"):
+            tts.synthesize("Hello.", ref_silence=0.5, max_frames=2, **request)
 
 
 @pytest.mark.parametrize("content, message", [

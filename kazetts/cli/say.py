@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from kazetts.engine.limits import MAX_SEED, MAX_THREADS
+from kazetts.stages.audio_input import MAX_REF_SILENCE
 from kazetts.stages.sampling import OPTIONS, Sampling, check_option
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
@@ -72,6 +73,12 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"CPU threads per stage, 1..{MAX_THREADS} (default 2)")
 
 
+def add_ref_silence_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ref-silence", type=float, default=0.0, metavar="SECONDS",
+                   help=f"silence appended to the reference before encoding, 0..{MAX_REF_SILENCE:g} s (default 0; "
+                        "about 0.5 keeps ICL from repeating the reference's last sound)")
+
+
 def engine(args: argparse.Namespace, codec_weights: str):
     from kazetts.engine.tts import TTS
     from kazetts.engine.model_files import find_model_files
@@ -115,7 +122,7 @@ def _say(args: argparse.Namespace) -> int:
         tts = engine(args, args.codec)
         options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
                        seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming,
-                       ref_audio=args.ref_audio, ref_text=args.ref_text,
+                       ref_audio=args.ref_audio, ref_text=args.ref_text, ref_silence=args.ref_silence,
                        x_vector_only=True if args.x_vector_only else None, **sampling_options(args))
         if args.voice:
             from kazetts.engine.voice import Voice
@@ -280,6 +287,7 @@ def register(sub) -> None:
     s.add_argument("--voice", default=None, help="cloned voice file from `kazetts enroll` (Base models)")
     s.add_argument("--ref-audio", default=None, help="reference recording to clone on the fly (Base models)")
     s.add_argument("--ref-text", default=None, help="the words said in --ref-audio (ICL cloning)")
+    add_ref_silence_argument(s)
     s.add_argument("--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
     add_sampling_arguments(s)

@@ -32,6 +32,7 @@ from kazetts.engine.limits import MAX_SEED, MAX_THREADS
 from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
+from kazetts.stages.audio_input import check_ref_silence
 from kazetts.stages.codec_encoder import CodecEncoder
 from kazetts.stages.prompt import (ROLE_TOKENS, TAIL_TOKENS, Prompt, build_icl_prompt, build_prompt, chat_text,
                                     instruct_text, ref_chat_text)
@@ -197,20 +198,26 @@ class TTS:
             self._fingerprint = ModelFingerprint(self.model_type, self.talker.hidden_size, fingerprint(self.mmproj))
         return self._fingerprint
 
-    def enroll(self, ref_audio, ref_text: str | None = None, timings: dict | None = None) -> Voice:
+    def enroll(self, ref_audio, ref_text: str | None = None, timings: dict | None = None,
+               ref_silence: float = 0.0) -> Voice:
         """A reusable Voice from a reference recording: a path (WAV, FLAC, OGG ...) or
         (array, sample_rate). With `ref_text` (its transcript) and a codec encoder the voice
-        also holds the reference codes that ICL cloning needs."""
+        also holds the reference codes that ICL cloning needs. `ref_silence` (seconds, 0..2)
+        appends that much silence to the reference before encoding: about 0.5 keeps ICL from
+        continuing the reference's last phoneme into its output (docs/voices.md); 0, the
+        default, is the reference's behaviour."""
         self._require_base()
         return enroll(self.speaker_encoder, self.model_fingerprint, ref_audio, ref_text,
                       codec_encoder=self.codec_encoder if ref_text and self.has_codec_encoder else None,
-                      timings=timings)
+                      timings=timings, ref_silence=ref_silence)
 
     def _clone(self, voice: Voice | None, ref_audio, ref_text: str | None, x_vector_only: bool | None, ref_codes,
-               speaker, speaker_embedding) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+               speaker, speaker_embedding, ref_silence) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
         """A request's (speaker embedding, ICL reference codes, ICL reference text): a cloned
         voice's, else the request's own. x_vector_only None: ICL when there is a reference text,
         else x-vector only."""
+        if check_ref_silence(ref_silence) and ref_audio is None:
+            raise ValueError("ref_silence is appended to a ref_audio (a voice keeps the one it was enrolled with)")
         if voice is None and ref_audio is None:
             if ref_codes is not None or ref_text is not None:  # ICL asked for directly
                 if ref_codes is None or not ref_text or not ref_text.strip():
@@ -229,7 +236,7 @@ class TTS:
             raise ValueError("a cloned voice replaces speaker= and speaker_embedding=: give only one of them")
         self._require_base()
         if voice is None:
-            voice = self.enroll(ref_audio, ref_text if x_vector_only is not True else None)
+            voice = self.enroll(ref_audio, ref_text if x_vector_only is not True else None, ref_silence=ref_silence)
         else:
             if not isinstance(voice, Voice):
                 raise ValueError(f"voice must be a kazetts.Voice (see TTS.enroll, Voice.load), got {type(voice).__name__}")
@@ -286,7 +293,7 @@ class TTS:
                speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
                seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
                voice: Voice | None = None, ref_audio=None, ref_text: str | None = None,
-               x_vector_only: bool | None = None, ref_codes: np.ndarray | None = None,
+               x_vector_only: bool | None = None, ref_codes: np.ndarray | None = None, ref_silence: float = 0.0,
                timings: dict | None = None, codes_out: list | None = None,
                stopped_by: list | None = None, temperature: float = TEMPERATURE, top_k: int = TOP_K,
                top_p: float = TOP_P, repetition_penalty: float = REPETITION_PENALTY,
@@ -302,7 +309,8 @@ class TTS:
 
         Base models clone a voice: `voice` (from enroll / Voice.load) or `ref_audio` (a path or
         (array, sample_rate), enrolled on the fly) with an optional `ref_text`; x_vector_only
-        True is x-vector cloning, False ICL, None ICL when there is a reference text. ICL can also
+        True is x-vector cloning, False ICL, None ICL when there is a reference text; `ref_silence`
+        as in `enroll` (seconds of silence appended to ref_audio, off by default). ICL can also
         be asked for directly: `ref_codes` [T, 16] (`codec_encoder.encode` of the reference at 24
         kHz), `ref_text` (its transcript) and `speaker_embedding` (its x-vector). ICL decodes every
         piece after the reference frames (`prime_codec`), whose audio is dropped.
@@ -314,7 +322,7 @@ class TTS:
         yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
                                                   text_streaming, sampling, seed, max_frames, chunk_frames, timings,
                                                   codes_out, stopped_by, voice, ref_audio, ref_text,
-                                                  x_vector_only, ref_codes))
+                                                  x_vector_only, ref_codes, ref_silence))
 
     def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         """Runs one request's generator while holding this TTS (BusyError if another holds it);
@@ -344,12 +352,12 @@ class TTS:
 
     def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, sampling, seed,
                 max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
-                x_vector_only, ref_codes) -> Iterator[AudioChunk]:
+                x_vector_only, ref_codes, ref_silence) -> Iterator[AudioChunk]:
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
         speaker_embedding, ref_codes, ref_text = self._clone(voice, ref_audio, ref_text, x_vector_only, ref_codes,
-                                                             speaker, speaker_embedding)
+                                                             speaker, speaker_embedding, ref_silence)
         prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames,
                                 ref_codes, ref_text)
         timings = timings if timings is not None else {}

@@ -13,7 +13,9 @@ model or size.
 File format (GGUF, architecture "kazetts.voice"; docs/voices.md):
   keys     kazetts.voice.format_version u32, kazetts.voice.model_type str,
            kazetts.voice.hidden_size u32, kazetts.voice.speaker_encoder_sha256 str,
-           kazetts.voice.ref_seconds f32, kazetts.voice.ref_text str (when given)
+           kazetts.voice.ref_seconds f32 (the recording), kazetts.voice.ref_silence f32 (seconds of
+           silence appended to it before encoding; 0 in files that lack it),
+           kazetts.voice.ref_text str (when given)
   tensors  x_vector F32 [hidden]; ref_codes I32 [frames, 16] (ggml ne [16, frames], when encoded)
 """
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kazetts.stages.audio_input import SAMPLE_RATE, reference_audio
+from kazetts.stages.audio_input import SAMPLE_RATE, append_silence, check_ref_silence, reference_audio
 
 ARCH = "kazetts.voice"
 FORMAT_VERSION = 1
@@ -62,7 +64,8 @@ class Voice:
     model: ModelFingerprint
     ref_text: str | None = None  # the reference's transcript (ICL)
     ref_codes: np.ndarray | None = None  # int32 [frames, 16]: the codec encoder's codes of the reference (ICL)
-    ref_seconds: float = 0.0
+    ref_seconds: float = 0.0  # the recording at 24 kHz
+    ref_silence: float = 0.0  # seconds of silence appended to it before encoding (enroll's ref_silence)
 
     @property
     def has_icl(self) -> bool:
@@ -82,6 +85,7 @@ class Voice:
         w.add_uint32(_K + "hidden_size", int(self.model.hidden_size))
         w.add_string(_K + "speaker_encoder_sha256", self.model.speaker_encoder_sha256)
         w.add_float32(_K + "ref_seconds", float(self.ref_seconds))
+        w.add_float32(_K + "ref_silence", float(self.ref_silence))
         if self.ref_text:
             w.add_string(_K + "ref_text", self.ref_text)
         w.add_tensor("x_vector", np.ascontiguousarray(self.x_vector, dtype=np.float32))
@@ -128,22 +132,26 @@ class Voice:
         codes = tensors.get("ref_codes")
         return cls(x_vector=x_vector, model=model, ref_text=kv.get(_K + "ref_text"),
                    ref_codes=None if codes is None else np.array(codes.data, dtype=np.int32).reshape(-1, 16),
-                   ref_seconds=float(kv.get(_K + "ref_seconds", 0.0)))
+                   ref_seconds=float(kv.get(_K + "ref_seconds", 0.0)),
+                   ref_silence=float(kv.get(_K + "ref_silence", 0.0)))
 
 
 def enroll(speaker_encoder, model: ModelFingerprint, ref_audio, ref_text: str | None = None, codec_encoder=None,
-           timings: dict | None = None) -> Voice:
+           timings: dict | None = None, ref_silence: float = 0.0) -> Voice:
     """A Voice from a reference recording (path, or (array, sample rate)), as the reference's
     create_voice_clone_prompt makes it: mono, 24 kHz, x-vector; reference codes when a codec
-    encoder is given and there is a reference text (ICL needs both). `timings` receives seconds
-    per step (audio, mel + speaker_encoder, codec_encoder)."""
+    encoder is given and there is a reference text (ICL needs both). `ref_silence` seconds of
+    zeros are appended at 24 kHz before both encoders (0: the reference's behaviour).
+    `timings` receives seconds per step (audio, mel + speaker_encoder, codec_encoder)."""
     from kazetts.stages import mel
 
     if ref_text is not None and not ref_text.strip():
         raise ValueError("ref_text is empty: give the words said in the reference, or none for x-vector cloning")
+    ref_silence = check_ref_silence(ref_silence)
     timings = timings if timings is not None else {}
     clock = time.perf_counter()
-    audio = reference_audio(ref_audio, speaker_encoder.min_samples)
+    recording = reference_audio(ref_audio, speaker_encoder.min_samples)
+    audio = append_silence(recording, ref_silence)
     timings["audio"] = time.perf_counter() - clock
     clock = time.perf_counter()
     log_mel = mel.log_mel(audio)
@@ -156,4 +164,5 @@ def enroll(speaker_encoder, model: ModelFingerprint, ref_audio, ref_text: str | 
         clock = time.perf_counter()
         codes = codec_encoder.encode(audio)
         timings["codec_encoder"] = time.perf_counter() - clock
-    return Voice(x_vector=x_vector, model=model, ref_text=ref_text, ref_codes=codes, ref_seconds=len(audio) / SAMPLE_RATE)
+    return Voice(x_vector=x_vector, model=model, ref_text=ref_text, ref_codes=codes,
+                 ref_seconds=len(recording) / SAMPLE_RATE, ref_silence=ref_silence)

@@ -26,6 +26,7 @@ MAX_SECONDS = 60.0  # longer references do not clone better; memory grows with t
 SILENCE_PEAK = 1e-4  # -80 dBFS: below this a reference holds no voice
 SHORT_SECONDS = 1.0  # below this the speaker embedding is a poor estimate (a warning, not an error)
 MAX_CHANNELS = 16  # more "channels" than this is an array passed as [channels, samples]
+MAX_REF_SILENCE = 2.0  # seconds of silence `ref_silence` may append (about 0.5 s is the usual remedy)
 
 
 def read_audio(path: str | os.PathLike, name: str = "ref_audio") -> tuple[np.ndarray, int]:
@@ -63,6 +64,22 @@ def resample(audio: np.ndarray, sr: int, target: int = SAMPLE_RATE) -> np.ndarra
     out = np.asarray(soxr.resample(audio, sr, target, quality=SOXR_QUALITY), dtype=np.float32)
     n = int(math.ceil(len(audio) * (float(target) / sr)))
     return out[:n] if len(out) >= n else np.concatenate([out, np.zeros(n - len(out), np.float32)])
+
+
+def check_ref_silence(seconds) -> float:
+    """`ref_silence` as a float in 0..MAX_REF_SILENCE seconds (ValueError naming it otherwise)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(seconds) <= MAX_REF_SILENCE:
+        raise ValueError(f"ref_silence must be a number of seconds in 0..{MAX_REF_SILENCE:g} (about 0.5 helps ICL), "
+                         f"got {seconds!r}")
+    return float(seconds)
+
+
+def append_silence(audio: np.ndarray, seconds: float) -> np.ndarray:
+    """The 24 kHz reference with round(seconds * 24000) zeros after it: the usual remedy for ICL
+    continuing the reference's last phoneme into its output (both encoders then end on silence)."""
+    n = round(check_ref_silence(seconds) * SAMPLE_RATE)
+    return np.concatenate([audio, np.zeros(n, np.float32)]) if n else audio
 
 
 def reference_audio(source, min_samples: int, name: str = "ref_audio") -> np.ndarray:

@@ -2,7 +2,11 @@
 //
 // Layout: every activation is a ggml [channels, time] tensor (channel fastest), as in codec.cpp.
 // A conv (any stride, dilation, zero or replicate padding) is one mul_mat over an im2col matrix
-// written by a custom op, with the weight repacked to [cin*k, cout] (row j*cin + c).
+// written by a custom op, with the weight repacked to [cin*k, cout] (row j*cin + c) and both
+// padded with zero rows to a multiple of kRowAlign, so that every mul_mat takes ggml's tiled
+// F32 GEMM (llamafile sgemm needs K a multiple of the vector width; the 7-tap first conv has
+// K = 7). ELU is a custom op too: ggml's calls libm's expm1f per element, which took a quarter
+// of the encoder's time.
 //
 // MimiConv1d is causal: (k-1)*dil - (stride-1) zeros on the left and, on the right, what rounds
 // the length up to a multiple of the stride (zeros; the downsample replicates the edge frames
@@ -22,6 +26,7 @@
 #include "common_internal.h"
 #include "gguf_reader.h"
 #include "graph_runner.h"
+#include "vector_kernels.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -45,12 +50,17 @@ using kz::Error;
 
 constexpr int kGraphSize = 8192;
 constexpr int64_t kChunkSteps = 50;  // SEANet output steps (25 Hz) per chunk: 2 s of audio
+constexpr int64_t kRowAlign = 16;    // F32 values per AVX-512 vector, the widest sgemm tile's K step
 
-struct Conv {  // w [cin*k, cout] (tap-major rows), b [cout] or null
+struct Conv {  // w [rows, cout]: cin*k tap-major rows, then zero rows up to `rows`; b [cout] or null
     ggml_tensor *w = nullptr, *b = nullptr;
     int cin = 0, cout = 0, k = 1, stride = 1, dil = 1, pad_left = 0;
+    int64_t rows = 0;
     bool replicate = false;
+    bool direct() const { return k == 1 && stride == 1 && rows == cin; }  // a plain mul_mat, no im2col
 };
+
+int64_t aligned(int64_t n) { return (n + kRowAlign - 1) / kRowAlign * kRowAlign; }
 struct ResBlock {
     Conv conv1, conv2;  // ELU -> conv1 (k, dilation) -> ELU -> conv2 (k1), + identity
 };
@@ -131,8 +141,14 @@ struct Builder {
         c.pad_left = (c.k - 1) * dil + 1 - stride;
         c.replicate = replicate;
         if (stride < 1 || c.pad_left < 0) throw Error(KZ_ERR_FORMAT, name + ": stride larger than the kernel");
-        c.w = make(name + ".weight", {(int64_t)c.cin * c.k, c.cout},
-                   [this, s, c] { return kz::conv_taps(S.read(s), c.cout, c.cin, c.k); });
+        c.rows = aligned((int64_t)c.cin * c.k);
+        c.w = make(name + ".weight", {c.rows, c.cout}, [this, s, c] {
+            const std::vector<float> taps = kz::conv_taps(S.read(s), c.cout, c.cin, c.k);
+            const int64_t n = (int64_t)c.cin * c.k;
+            std::vector<float> w((size_t)(c.rows * c.cout), 0.0f);
+            for (int o = 0; o < c.cout; o++) std::memcpy(&w[(size_t)(o * c.rows)], &taps[(size_t)(o * n)], sizeof(float) * n);
+            return w;
+        });
         if (bias) c.b = plain(name + ".bias", {c.cout});
         return c;
     }
@@ -259,7 +275,8 @@ void load_model(Model &m, const char *path) {
 // ---------------------------------------------------------------------------------------------
 
 // The input matrix of a conv: column t holds taps j = 0..k-1 of x (src[0], F32 [cin, T]) at step
-// t*stride + j*dil - pad_left, each a row of cin values; outside x: zeros, or the edge step.
+// t*stride + j*dil - pad_left, each a row of cin values, then zeros up to `rows`; outside x:
+// zeros, or the edge step.
 void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const Conv &c = *static_cast<const Conv *>(userdata);
     const ggml_tensor *x = dst->src[0];
@@ -276,7 +293,15 @@ void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
                 std::memcpy(out, (const char *)x->data + col * x->nb[1], (size_t)c.cin * sizeof(float));
             }
         }
+        std::memset(out, 0, (size_t)(c.rows - (int64_t)c.cin * c.k) * sizeof(float));
     }
+}
+
+// dst = ELU(src[0]) (alpha 1), both contiguous F32
+void elu_op(ggml_tensor *dst, int ith, int nth, void *) {
+    const int64_t n = ggml_nelements(dst), per = (n + nth - 1) / nth;
+    const int64_t i0 = std::min(n, per * ith), i1 = std::min(n, i0 + per);
+    kz::elu((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
 }
 
 struct Graph {
@@ -291,27 +316,31 @@ struct Graph {
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
         const int64_t T = x->ne[1], n = (T + c.stride - 1) / c.stride;
         ggml_tensor *y;
-        if (c.k == 1 && c.stride == 1) {
+        if (c.direct()) {
             y = ggml_mul_mat(ctx, c.w, x);
         } else {
             ggml_tensor *args[1] = {x};
-            ggml_tensor *cols = ggml_custom_4d(ctx, GGML_TYPE_F32, (int64_t)c.cin * c.k, n, 1, 1, args, 1, im2col_op,
-                                               GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
+            ggml_tensor *cols = ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, c.rows, n, 1, 1, args, 1, im2col_op,
+                                                             GGML_N_TASKS_MAX, const_cast<Conv *>(&c)), "im2col");
             y = ggml_mul_mat(ctx, c.w, cols);
         }
         return c.b ? ggml_add(ctx, y, c.b) : y;
+    }
+    ggml_tensor *elu(ggml_tensor *x) {
+        ggml_tensor *args[1] = {x};
+        return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, elu_op, GGML_N_TASKS_MAX, nullptr), "elu");
     }
     // pcm [1, L] -> [hidden, ceil(L / hop)]
     ggml_tensor *seanet(ggml_tensor *x) {
         x = conv(x, m.first);
         for (const Stage &st : m.stages) {
             for (const ResBlock &r : st.res) {
-                ggml_tensor *h = conv(ggml_elu(ctx, x), r.conv1);
-                x = ggml_add(ctx, x, conv(ggml_elu(ctx, h), r.conv2));
+                ggml_tensor *h = conv(elu(x), r.conv1);
+                x = ggml_add(ctx, x, conv(elu(h), r.conv2));
             }
-            x = conv(ggml_elu(ctx, x), st.down);
+            x = conv(elu(x), st.down);
         }
-        return conv(ggml_elu(ctx, x), m.last);
+        return conv(elu(x), m.last);
     }
     ggml_tensor *layer_norm(ggml_tensor *x, ggml_tensor *w, ggml_tensor *b) {
         return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, m.hp.eps), w), b);
@@ -328,7 +357,8 @@ struct Graph {
             ggml_tensor *v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.v, t), hd, hp.n_head, T);
             q = ggml_rope_ext(ctx, q, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             k = ggml_rope_ext(ctx, k, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
-            ggml_tensor *kq = ggml_mul_mat(ctx, ggml_permute(ctx, k, 0, 2, 1, 3), ggml_permute(ctx, q, 0, 2, 1, 3));  // [T, T, h]
+            ggml_tensor *qh = ggml_cont(ctx, ggml_permute(ctx, q, 0, 2, 1, 3));  // sgemm takes a contiguous right side only
+            ggml_tensor *kq = ggml_mul_mat(ctx, ggml_permute(ctx, k, 0, 2, 1, 3), qh);  // [T, T, h]
             kq = ggml_soft_max_ext(ctx, ggml_diag_mask_inf(ctx, kq, 0), nullptr, scale, 0.0f);
             ggml_tensor *vt = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));                                     // [T, hd, h]
             ggml_tensor *o = ggml_mul_mat(ctx, vt, kq);                                                              // [hd, T, h]
@@ -380,11 +410,6 @@ struct kz_codec_encoder : kz::GraphRunner {
         if (model.ctx) ggml_free(model.ctx);
     }
 
-    void compute(ggml_cgraph *gf) {
-        ggml_backend_cpu_set_n_threads(backend, n_threads);
-        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, "codec encoder graph failed");
-    }
-
     // SEANet over the whole signal, chunk by chunk: [n_steps][hidden]
     std::vector<float> seanet(const float *pcm, int64_t n) {
         const Hparams &hp = model.hp;
@@ -402,7 +427,7 @@ struct kz_codec_encoder : kz::GraphRunner {
             ggml_build_forward_expand(gf, y);
             if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder graph");
             ggml_backend_tensor_set(x, pcm + a, 0, ggml_nbytes(x));
-            compute(gf);
+            GraphRunner::compute(gf, n_threads, "codec encoder");
             const int64_t skip = s0 - from, keep = y->ne[1] - skip;
             ggml_backend_tensor_get(y, out.data() + (size_t)(s0 * hp.hidden), (size_t)(skip * hp.hidden) * sizeof(float),
                                     (size_t)(keep * hp.hidden) * sizeof(float));
@@ -418,10 +443,14 @@ struct kz_codec_encoder : kz::GraphRunner {
 
         std::unique_ptr<ggml_context, void (*)(ggml_context *)> ctx(graph_context(graph_mem), ggml_free);
         Graph g{model, ctx.get()};
-        ggml_tensor *x = g.input(GGML_TYPE_F32, hp.hidden, steps);
-        ggml_tensor *pos = g.input(GGML_TYPE_I32, steps);
+        // the transformer runs on `padded` steps (a multiple of kRowAlign, so that attention's
+        // mul_mats over keys take the GEMM path); causal attention keeps the trailing zero steps
+        // out of the real ones, which are all the downsample reads
+        const int64_t padded = aligned(steps);
+        ggml_tensor *x = g.input(GGML_TYPE_F32, hp.hidden, padded);
+        ggml_tensor *pos = g.input(GGML_TYPE_I32, padded);
         ggml_tensor *h = g.transformer(x, pos);
-        ggml_tensor *d = g.conv(h, model.downsample);
+        ggml_tensor *d = g.conv(ggml_view_2d(ctx.get(), h, hp.hidden, steps, h->nb[1], 0), model.downsample);
         std::vector<ggml_tensor *> idx = g.quantize(d);
         ggml_cgraph *gf = ggml_new_graph_custom(ctx.get(), kGraphSize, false);
         for (ggml_tensor *t : idx) {
@@ -431,13 +460,14 @@ struct kz_codec_encoder : kz::GraphRunner {
         ggml_set_output(h);
         ggml_set_output(d);
         if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder graph");
-        ggml_backend_tensor_set(x, s.data(), 0, ggml_nbytes(x));
-        std::vector<int32_t> p(steps);
-        for (int64_t t = 0; t < steps; t++) p[t] = (int32_t)t;
+        ggml_backend_tensor_set(x, s.data(), 0, s.size() * sizeof(float));
+        ggml_backend_tensor_memset(x, 0, s.size() * sizeof(float), ggml_nbytes(x) - s.size() * sizeof(float));
+        std::vector<int32_t> p(padded);
+        for (int64_t t = 0; t < padded; t++) p[t] = (int32_t)t;
         ggml_backend_tensor_set(pos, p.data(), 0, ggml_nbytes(pos));
-        compute(gf);
+        GraphRunner::compute(gf, n_threads, "codec encoder");
         if (d->ne[1] != frames) throw Error(KZ_ERR_COMPUTE, "codec encoder: unexpected frame count");
-        if (tfm_out) ggml_backend_tensor_get(h, tfm_out, 0, ggml_nbytes(h));
+        if (tfm_out) ggml_backend_tensor_get(h, tfm_out, 0, s.size() * sizeof(float));
         if (down_out) ggml_backend_tensor_get(d, down_out, 0, ggml_nbytes(d));
         std::vector<int32_t> c(frames);
         for (int q = 0; q < hp.n_codebooks; q++) {

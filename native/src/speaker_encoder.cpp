@@ -12,10 +12,16 @@
 //
 // Layout: activations are ggml [channels, time] (channel fastest). A k-tap conv is one mul_mat of
 // the weight [k*cin, cout] (the file's [k, cin, cout] as is) by an im2col matrix written in one
-// pass, the reflect "same" padding folded into its indices (no padded copy). Reductions over
-// time work on a transposed [time, channels] copy, since ggml reduces along rows. The first
-// TDNN of the pooling is split by input rows into x, mean and std parts, so the constant mean
-// and std columns are multiplied once instead of once per frame.
+// pass, the reflect "same" padding folded into its indices (no padded copy), and the Res2Net's
+// "part i + output i-1" folded into it too. The first TDNN of the pooling is split by input rows
+// into x and (mean, std) parts, so the constant mean and std columns are multiplied once
+// instead of once per frame.
+//
+// Besides the mul_mats, the graph is a few custom ops that each do in one pass what took ggml
+// several nodes (the encoder is ~250 small ops otherwise, and every node is a barrier for the
+// threads): bias + ReLU, the Res2Net's concatenation, and the reductions over time (SE mean,
+// the pooling's statistics, its softmax-weighted statistics), which read [channels, time] as
+// it is instead of a transposed copy, and sum in double.
 #include "kazetts/speaker_encoder.h"
 
 #include "common_internal.h"
@@ -28,7 +34,7 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
-#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -55,7 +61,7 @@ struct Block {  // SE-Res2Net
 
 struct Model {
     int n_mels = 0, dim = 0, channels = 0, min_frames = 1;
-    Conv stem, mfa, asp_x, asp_mean, asp_std, asp_attn, fc;
+    Conv stem, mfa, asp_x, asp_stats, asp_attn, fc;
     std::vector<Block> blocks;
     ggml_context *ctx = nullptr;
     ggml_backend_buffer_t buf = nullptr;
@@ -77,9 +83,9 @@ struct Builder {
         return t;
     }
 
-    // input rows [part * cin, (part + 1) * cin) of `name` for `parts` equal parts (1: the whole conv);
-    // the bias goes with part 0 only
-    Conv conv(const std::string &name, int dil, int part = 0, int parts = 1) {
+    // input rows [part * n, (part + take) * n) of `name`, whose input rows are `parts` parts of n
+    // (parts 1: the whole conv); the bias goes with part 0 only
+    Conv conv(const std::string &name, int dil, int part = 0, int parts = 1, int take = 1) {
         const ggml_tensor *w = L.src(name + ".weight");
         const ggml_tensor *b = L.src(name + ".bias");
         Conv c;
@@ -89,18 +95,19 @@ struct Builder {
         if (w->ne[3] != 1 || b->ne[0] != c.cout || ggml_nelements(b) != c.cout || cin_all % parts)
             throw Error(KZ_ERR_FORMAT, name + " has an unexpected shape in " + L.path);
         if (parts > 1 && c.k != 1) throw Error(KZ_ERR_FORMAT, name + " must be a 1x1 conv");
-        c.cin = cin_all / parts;
+        c.cin = cin_all / parts * take;
         c.dil = dil;
         const int total = dil * (c.k - 1);  // torch padding="same": the extra one goes right
         c.left = total / 2;
         c.right = total - c.left;
         const int64_t rows = (int64_t)c.k * c.cin;
-        c.w = make(name + ".weight", rows, c.cout, [this, w, c, cin_all, part] {
+        const size_t first = (size_t)part * (cin_all / parts);  // first input row taken
+        c.w = make(name + ".weight", rows, c.cout, [this, w, c, cin_all, first] {
             std::vector<float> all = L.read(w);
             if (cin_all == c.cin) return all;
             std::vector<float> p((size_t)c.k * c.cin * c.cout);
             for (int o = 0; o < c.cout; o++)
-                std::memcpy(&p[(size_t)o * c.k * c.cin], &all[((size_t)o * cin_all + (size_t)part * c.cin) * c.k],
+                std::memcpy(&p[(size_t)o * c.k * c.cin], &all[((size_t)o * cin_all + first) * c.k],
                             sizeof(float) * c.k * c.cin);
             return p;
         });
@@ -126,7 +133,7 @@ void load_model(Model &m, const char *path) {
         throw Error(KZ_ERR_FORMAT, std::string(path) + " has no speaker encoder (a.conv1d.0.weight): only Base models have one");
     const int n_blocks = count(L, "a.blk.", 1, ".conv_pw1.weight");
     const std::vector<int> dil = L.ints("kazetts.spk.enc_dilations", kDilations);
-    if (n_blocks < 1 || (int)dil.size() != n_blocks + 2)
+    if (n_blocks < 1 || n_blocks > GGML_MAX_SRC || (int)dil.size() != n_blocks + 2)
         throw Error(KZ_ERR_FORMAT, std::string(path) + ": " + std::to_string(n_blocks) + " SE-Res2Net blocks and " +
                                        std::to_string(dil.size()) + " dilations do not match");
 
@@ -145,7 +152,7 @@ void load_model(Model &m, const char *path) {
         ch = blk.tdnn1.cout;
         const int scale = count(L, p + "res2.", 0, ".weight") + 1;
         const int want_scale = (int)L.num("kazetts.spk.enc_res2net_scale", scale);
-        if (scale < 2 || scale != want_scale || ch % scale)
+        if (scale < 2 || scale > GGML_MAX_SRC || scale != want_scale || ch % scale)  // concat takes <= GGML_MAX_SRC parts
             throw Error(KZ_ERR_FORMAT, p + "res2: " + std::to_string(scale - 1) + " convs for " + std::to_string(ch) + " channels");
         for (int x = 0; x + 1 < scale; x++) {
             blk.res2.push_back(B.conv(p + "res2." + std::to_string(x), dil[i]));
@@ -168,8 +175,7 @@ void load_model(Model &m, const char *path) {
     expect_in(m.mfa, cat, "a.conv_out");
     m.channels = m.mfa.cout;
     m.asp_x = B.conv("a.asp_tdnn", 1, 0, 3);
-    m.asp_mean = B.conv("a.asp_tdnn", 1, 1, 3);
-    m.asp_std = B.conv("a.asp_tdnn", 1, 2, 3);
+    m.asp_stats = B.conv("a.asp_tdnn", 1, 1, 3, 2);
     expect_in(m.asp_x, m.channels, "a.asp_tdnn");
     m.asp_attn = B.conv("a.asp_attn", 1);
     expect_in(m.asp_attn, m.asp_x.cout, "a.asp_attn");
@@ -191,11 +197,11 @@ void load_model(Model &m, const char *path) {
 // graph
 // ---------------------------------------------------------------------------------------------
 
-// dst [k*cin, T] = the taps of src[0] ([cin, T], any row stride) around every frame, reflected at
-// the edges: column t, row j + k*c = x[c, reflect(t - left + j*dil)]
+// dst [k*cin, T] = the taps of src[0] ([cin, T], any row stride; plus src[1], same shape, when
+// given) around every frame, reflected at the edges: column t, row j + k*c = x[c, reflect(t - left + j*dil)]
 void im2col_reflect(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const Conv &c = *static_cast<const Conv *>(userdata);
-    const ggml_tensor *x = dst->src[0];
+    const ggml_tensor *x = dst->src[0], *plus = dst->src[1];
     const int64_t T = x->ne[1], per = (T + nth - 1) / nth;
     const int64_t t0 = std::min(T, per * ith), t1 = std::min(T, t0 + per);
     for (int64_t t = t0; t < t1; t++) {
@@ -204,68 +210,156 @@ void im2col_reflect(ggml_tensor *dst, int ith, int nth, void *userdata) {
             int64_t i = t - c.left + (int64_t)j * c.dil;
             i = i < 0 ? -i : i >= T ? 2 * (T - 1) - i : i;
             const char *col = (const char *)x->data + i * x->nb[1];
-            for (int ci = 0; ci < c.cin; ci++) out[j + (int64_t)c.k * ci] = *(const float *)(col + ci * x->nb[0]);
+            if (plus) {
+                const char *add = (const char *)plus->data + i * plus->nb[1];
+                for (int ci = 0; ci < c.cin; ci++)
+                    out[j + (int64_t)c.k * ci] = *(const float *)(col + ci * x->nb[0]) + *(const float *)(add + ci * plus->nb[0]);
+            } else {
+                for (int ci = 0; ci < c.cin; ci++) out[j + (int64_t)c.k * ci] = *(const float *)(col + ci * x->nb[0]);
+            }
         }
     }
 }
+
+// the frames [t0, t1) thread `ith` of `nth` takes of T
+std::pair<int64_t, int64_t> share(int64_t T, int ith, int nth) {
+    const int64_t per = (T + nth - 1) / nth, t0 = std::min(T, per * ith);
+    return {t0, std::min(T, t0 + per)};
+}
+
+// dst [C, T] = max(src[0] [C, T] + src[1] [C], 0)
+void bias_relu_op(ggml_tensor *dst, int ith, int nth, void *) {
+    const ggml_tensor *y = dst->src[0];
+    const float *b = (const float *)dst->src[1]->data;
+    const int64_t C = dst->ne[0];
+    const auto [t0, t1] = share(dst->ne[1], ith, nth);
+    for (int64_t t = t0; t < t1; t++) {
+        const float *in = (const float *)((const char *)y->data + t * y->nb[1]);
+        float *out = (float *)((char *)dst->data + t * dst->nb[1]);
+        for (int64_t c = 0; c < C; c++) {
+            const float v = in[c] + b[c];
+            out[c] = v > 0.0f ? v : 0.0f;
+        }
+    }
+}
+
+// dst [sum of C_i, T] = the srcs [C_i, T] (any row stride) stacked along channels
+void concat_op(ggml_tensor *dst, int ith, int nth, void *) {
+    const auto [t0, t1] = share(dst->ne[1], ith, nth);
+    for (int64_t t = t0; t < t1; t++) {
+        char *out = (char *)dst->data + t * dst->nb[1];
+        for (int i = 0; i < GGML_MAX_SRC && dst->src[i]; i++) {
+            const ggml_tensor *x = dst->src[i];
+            std::memcpy(out, (const char *)x->data + t * x->nb[1], (size_t)x->ne[0] * sizeof(float));
+            out += (size_t)x->ne[0] * sizeof(float);
+        }
+    }
+}
+
+// Per channel of x = src[0] [C, T]: its mean over time (dst [C]), and `with_std` its standard
+// deviation too (dst [2C]: means, then stds; the variance clamped at kStdFloor). When src[1]
+// (logits [C, T]) and src[2] (their bias [C]) are given, the statistics are weighted by the
+// softmax over time of the biased logits instead (attentive statistics pooling). Channels are
+// split among the threads; time runs in the outer loop so that every read is sequential.
+void time_stats(ggml_tensor *dst, int ith, int nth, bool with_std) {
+    const ggml_tensor *x = dst->src[0], *logits = dst->src[1];
+    const int64_t C = x->ne[0], T = x->ne[1];
+    const auto [c0, c1] = share(C, ith, nth);
+    const int64_t n = c1 - c0;
+    if (n <= 0) return;
+    auto at = [](const ggml_tensor *a, int64_t c, int64_t t) {
+        return *(const float *)((const char *)a->data + c * a->nb[0] + t * a->nb[1]);
+    };
+    std::vector<float> w;  // softmax weights, [T][n]
+    if (logits) {
+        const float *b = (const float *)dst->src[2]->data;
+        std::vector<float> top(n, -INFINITY);
+        std::vector<double> sum(n, 0.0);
+        w.resize((size_t)(T * n));
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < n; c++) top[c] = std::max(top[c], at(logits, c0 + c, t) + b[c0 + c]);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < n; c++) sum[c] += w[t * n + c] = std::exp(at(logits, c0 + c, t) + b[c0 + c] - top[c]);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < n; c++) w[t * n + c] = (float)(w[t * n + c] / sum[c]);
+    }
+    std::vector<double> acc(n, 0.0);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < n; c++) acc[c] += logits ? (double)w[t * n + c] * at(x, c0 + c, t) : at(x, c0 + c, t);
+    float *out = (float *)dst->data;
+    for (int64_t c = 0; c < n; c++) out[c0 + c] = (float)(logits ? acc[c] : acc[c] / T);
+    if (!with_std) return;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < n; c++) {
+            const float d = at(x, c0 + c, t) - out[c0 + c];
+            acc[c] += logits ? (double)w[t * n + c] * d * d : (double)d * d;
+        }
+    for (int64_t c = 0; c < n; c++)
+        out[C + c0 + c] = std::sqrt(std::max((float)(logits ? acc[c] : acc[c] / T), kStdFloor));
+}
+void time_mean_op(ggml_tensor *dst, int ith, int nth, void *) { time_stats(dst, ith, nth, false); }
+void time_mean_std_op(ggml_tensor *dst, int ith, int nth, void *) { time_stats(dst, ith, nth, true); }
 
 struct Graph {
     const Model &m;
     ggml_context *ctx;
     ggml_tensor *mel = nullptr, *xvec = nullptr;
 
-    ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
-        ggml_tensor *cols = x;
-        if (c.k > 1) {
-            ggml_tensor *args[1] = {x};
-            cols = ggml_custom_4d(ctx, GGML_TYPE_F32, (int64_t)c.k * c.cin, x->ne[1], 1, 1, args, 1, im2col_reflect,
-                                  GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
-        }
-        ggml_tensor *y = ggml_mul_mat(ctx, c.w, cols);
-        return c.b ? ggml_add(ctx, y, c.b) : y;
+    ggml_tensor *custom(const char *name, int64_t ne0, int64_t ne1, std::vector<ggml_tensor *> args, ggml_custom_op_t op,
+                        void *userdata = nullptr) {
+        ggml_tensor *t = ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, 1, 1, args.data(), (int)args.size(), op, GGML_N_TASKS_MAX, userdata);
+        return ggml_set_name(t, name);
     }
-    ggml_tensor *tdnn(ggml_tensor *x, const Conv &c) { return ggml_relu(ctx, conv(x, c)); }
-    ggml_tensor *time_major(ggml_tensor *x) { return ggml_cont(ctx, ggml_transpose(ctx, x)); }  // [C, T] -> [T, C]
-    ggml_tensor *column(ggml_tensor *row) { return ggml_reshape_2d(ctx, row, row->ne[1], 1); }  // [1, C] -> [C, 1]
-    ggml_tensor *std_of(ggml_tensor *var) { return ggml_sqrt(ctx, ggml_clamp(ctx, var, kStdFloor, FLT_MAX)); }
+    // the conv without its bias; `plus` (same shape as x) is added to x first
+    ggml_tensor *linear(ggml_tensor *x, const Conv &c, ggml_tensor *plus = nullptr) {
+        if (c.k == 1 && !plus) return ggml_mul_mat(ctx, c.w, x);
+        std::vector<ggml_tensor *> args{x};
+        if (plus) args.push_back(plus);
+        return ggml_mul_mat(ctx, c.w, custom("im2col", (int64_t)c.k * c.cin, x->ne[1], args, im2col_reflect, const_cast<Conv *>(&c)));
+    }
+    ggml_tensor *conv(ggml_tensor *x, const Conv &c) { return ggml_add(ctx, linear(x, c), c.b); }
+    ggml_tensor *tdnn(ggml_tensor *x, const Conv &c, ggml_tensor *plus = nullptr) {
+        ggml_tensor *y = linear(x, c, plus);
+        return custom("bias_relu", y->ne[0], y->ne[1], {y, c.b}, bias_relu_op);
+    }
+    ggml_tensor *concat(const std::vector<ggml_tensor *> &parts) {  // at most GGML_MAX_SRC (load_model checks)
+        int64_t C = 0;
+        for (ggml_tensor *p : parts) C += p->ne[0];
+        return custom("concat", C, parts[0]->ne[1], parts, concat_op);
+    }
+    ggml_tensor *time_stats(ggml_tensor *x, bool with_std, ggml_tensor *logits = nullptr, ggml_tensor *bias = nullptr) {
+        std::vector<ggml_tensor *> args{x};
+        if (logits) args.insert(args.end(), {logits, bias});
+        return custom("time_stats", x->ne[0] * (with_std ? 2 : 1), 1, args, with_std ? time_mean_std_op : time_mean_op);
+    }
 
     ggml_tensor *block(ggml_tensor *x, const Block &b) {
         ggml_tensor *h = tdnn(x, b.tdnn1);
         const int64_t T = h->ne[1], part = h->ne[0] / (int64_t)(b.res2.size() + 1);
-        ggml_tensor *cat = nullptr, *prev = nullptr;
+        std::vector<ggml_tensor *> outs;
         for (size_t i = 0; i <= b.res2.size(); i++) {
             ggml_tensor *p = ggml_view_2d(ctx, h, part, T, h->nb[1], i * part * sizeof(float));
-            ggml_tensor *y = i == 0 ? ggml_cont(ctx, p) : tdnn(i == 1 ? p : ggml_add(ctx, p, prev), b.res2[i - 1]);
-            cat = cat ? ggml_concat(ctx, cat, y, 0) : y;
-            prev = y;
+            outs.push_back(i == 0 ? p : tdnn(p, b.res2[i - 1], i == 1 ? nullptr : outs.back()));
         }
-        h = tdnn(cat, b.tdnn2);
-        ggml_tensor *mean = column(ggml_mean(ctx, time_major(h)));
-        ggml_tensor *gate = ggml_sigmoid(ctx, conv(tdnn(mean, b.se1), b.se2));
+        h = tdnn(concat(outs), b.tdnn2);
+        ggml_tensor *gate = ggml_sigmoid(ctx, conv(tdnn(time_stats(h, false), b.se1), b.se2));
         return ggml_add(ctx, ggml_mul(ctx, h, gate), x);
     }
 
     ggml_tensor *pool(ggml_tensor *x) {  // [C, T] -> [2C, 1]
-        ggml_tensor *xt = time_major(x);
-        ggml_tensor *mean = ggml_mean(ctx, xt);
-        ggml_tensor *std = std_of(ggml_mean(ctx, ggml_sqr(ctx, ggml_sub(ctx, xt, mean))));
-        ggml_tensor *stats = ggml_add(ctx, conv(column(mean), m.asp_mean), conv(column(std), m.asp_std));
-        ggml_tensor *a = ggml_tanh(ctx, ggml_relu(ctx, ggml_add(ctx, conv(x, m.asp_x), stats)));
-        ggml_tensor *w = ggml_soft_max(ctx, time_major(conv(a, m.asp_attn)));  // [T, C], over time
-        ggml_tensor *wmean = ggml_sum_rows(ctx, ggml_mul(ctx, w, xt));
-        ggml_tensor *wvar = ggml_sum_rows(ctx, ggml_mul(ctx, w, ggml_sqr(ctx, ggml_sub(ctx, xt, wmean))));
-        return ggml_concat(ctx, column(wmean), column(std_of(wvar)), 0);
+        ggml_tensor *stats = ggml_add(ctx, linear(time_stats(x, true), m.asp_stats), m.asp_x.b);
+        ggml_tensor *a = ggml_tanh(ctx, custom("bias_relu", m.asp_x.cout, x->ne[1], {linear(x, m.asp_x), stats}, bias_relu_op));
+        return time_stats(x, true, linear(a, m.asp_attn), m.asp_attn.b);
     }
 
     ggml_cgraph *build(int T) {
         mel = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, m.n_mels, T);
         ggml_set_input(mel);
-        ggml_tensor *x = tdnn(mel, m.stem), *cat = nullptr;
-        for (const Block &b : m.blocks) {
-            x = block(x, b);
-            cat = cat ? ggml_concat(ctx, cat, x, 0) : x;
-        }
-        xvec = conv(pool(tdnn(cat, m.mfa)), m.fc);
+        ggml_tensor *x = tdnn(mel, m.stem);
+        std::vector<ggml_tensor *> outs;
+        for (const Block &b : m.blocks) outs.push_back(x = block(x, b));
+        xvec = conv(pool(tdnn(concat(outs), m.mfa)), m.fc);
         ggml_set_output(xvec);
         ggml_cgraph *gf = ggml_new_graph_custom(ctx, kGraphSize, false);
         ggml_build_forward_expand(gf, xvec);
@@ -301,8 +395,7 @@ struct kz_speaker_encoder : kz::GraphRunner {
         ggml_cgraph *gf = g.build(n_frames);
         if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the speaker encoder graph");
         ggml_backend_tensor_set(g.mel, mel, 0, ggml_nbytes(g.mel));
-        ggml_backend_cpu_set_n_threads(backend, n_threads);
-        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, "speaker encoder graph failed");
+        GraphRunner::compute(gf, n_threads, "speaker encoder");
         ggml_backend_tensor_get(g.xvec, out, 0, ggml_nbytes(g.xvec));
     }
 };
