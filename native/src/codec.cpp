@@ -2,9 +2,11 @@
 //
 // Layout: every activation is a ggml [channels, time] tensor (channel fastest), so 1x1 convs and
 // linears are plain mul_mat, per-channel parameters broadcast as [C] rows, and the left context of
-// a causal conv is a column block. A k-tap conv is one mul_mat over an im2col matrix written in
-// one pass from the left context and the input (no concatenated copy), already in the weights'
-// type; Snake also writes the type its consumer multiplies in, so no matmul converts. A ConvTranspose
+// a causal conv is a column block. With F16 weights a k-tap conv is conv_gemm_op, our own GEMM
+// reading the taps straight from [left context ; input] in F32 (ggml's F16 GEMM spends half its
+// time widening both operands). With F32 weights it is one mul_mat over an im2col matrix written in
+// one pass from the left context and the input (no concatenated copy). Snake writes the type its
+// consumer multiplies in, so no matmul converts. A ConvTranspose
 // (kernel K = stride s or 2s) is one mul_mat giving K*Cout values per input step plus an
 // overlap-add of the second half with the previous step's (the "tail").
 //
@@ -55,9 +57,15 @@ int64_t kv_base(int64_t pos, int window) {
     return b <= 0 ? 0 : b / kKvAlign * kKvAlign;
 }
 
+// Rows a packed conv weight interleaves (the output channels one vector of the GEMM kernel holds).
+constexpr int kPackRows = 16;
+
 struct Conv {  // causal conv, stride 1: w [cin*k, cout] (tap-major rows), b [cout]
     ggml_tensor *w = nullptr, *b = nullptr;
     int cin = 0, cout = 0, k = 1, dil = 1;
+    // F16 weights are packed for conv_gemm_op: w [kPackRows * cin*k, ceil(cout / kPackRows)], block
+    // b holding rows b*kPackRows.. interleaved (value (row, i) at i*kPackRows + row % kPackRows), zero-padded
+    bool packed = false;
 };
 struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: w [cin, k*cout], b [cout]
     ggml_tensor *w = nullptr, *b = nullptr;
@@ -176,8 +184,20 @@ struct Builder {
         c.cin = (int)s->ne[1];
         c.cout = (int)s->ne[2];
         c.dil = dil;
-        c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout},
-                   [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); });
+        c.packed = type == GGML_TYPE_F16;
+        const int64_t K = (int64_t)c.cin * c.k;
+        if (!c.packed) {
+            c.w = make(name + ".weight", type, {K, c.cout}, [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); });
+        } else {
+            const int64_t blocks = (c.cout + kPackRows - 1) / kPackRows;
+            c.w = make(name + ".weight", type, {K * kPackRows, blocks}, [this, s, c, K, blocks] {
+                const std::vector<float> w = kz::conv_taps(L.read(s), c.cout, c.cin, c.k);
+                std::vector<float> p((size_t)(K * kPackRows * blocks), 0.0f);
+                for (int64_t co = 0; co < c.cout; co++)
+                    for (int64_t i = 0; i < K; i++) p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
+                return p;
+            });
+        }
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -472,6 +492,98 @@ static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// conv GEMM: dst[cout, T] = b + W * cols([prev ; x]) straight from the F32 input (no im2col), F16
+// weights widened to F32 a block at a time, F32 inputs and sums. Every output value is the bias
+// plus its taps in one fixed order whatever T, the chunking or the threads, so streaming equals a
+// full decode bit for bit.
+// ---------------------------------------------------------------------------------------------
+
+typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
+constexpr int kGemmCols = 6;   // output columns a kernel call keeps in registers
+constexpr int kGemmDepth = 256;  // input channels of one tap widened (and reused over T) at once
+
+// acc[n] (rows b.., column n) += sum over i < depth of w[i] * cols[n][i]; NC columns
+template <int NC>
+static inline __attribute__((always_inline)) void gemm_tile(const float *w, const float *const *cols, int64_t depth,
+                                                            float *const *out, bool first, const float *bias) {
+    vrow acc[NC];
+    for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[n], first ? bias : out[n], sizeof(vrow));
+    for (int64_t i = 0; i < depth; i++) {
+        vrow wv;
+        __builtin_memcpy(&wv, w + i * kPackRows, sizeof(vrow));
+        for (int n = 0; n < NC; n++) acc[n] += wv * cols[n][i];
+    }
+    for (int n = 0; n < NC; n++) __builtin_memcpy(out[n], &acc[n], sizeof(vrow));
+}
+
+// src[0]: x [cin, Lc + T] F32 (left context first), src[1]: packed F16 weights, src[2]: bias [cout]
+static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const Conv &c = *static_cast<const Conv *>(userdata);
+    const ggml_tensor *x = dst->src[0], *w = dst->src[1], *bias = dst->src[2];
+    const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, xs = x->nb[1] / sizeof(float), ds = dst->nb[1] / sizeof(float);
+    const int64_t blocks = w->ne[1];
+    int64_t b0, b1;
+    thread_rows(blocks, ith, nth, b0, b1);
+    if (b0 >= b1) return;
+    // a block of weights widened to F32 (kept in L1 over all columns), a partial block's columns, its bias
+    alignas(64) float wf[kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
+    const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
+    for (int j = 0; j < c.k; j++) {
+        for (int64_t c0 = 0; c0 < c.cin; c0 += kGemmDepth) {
+            const int64_t depth = std::min<int64_t>(kGemmDepth, c.cin - c0), i0 = (int64_t)j * c.cin + c0;
+            const bool first = i0 == 0;
+            for (int64_t b = b0; b < b1; b++) {
+                ggml_cpu_fp16_to_fp32(wh + (b * K + i0) * kPackRows, wf, depth * kPackRows);
+                for (int64_t t0 = 0; t0 < T; t0 += kGemmCols) {
+                    const int nc = (int)std::min<int64_t>(kGemmCols, T - t0);
+                    const float *cols[kGemmCols];
+                    for (int n = 0; n < nc; n++) cols[n] = (const float *)x->data + (t0 + n + (int64_t)j * c.dil) * xs + c0;
+                    const int64_t r0 = b * kPackRows;
+                    const bool partial = r0 + kPackRows > c.cout;
+                    const float *bv = (const float *)bias->data + r0;
+                    float *out[kGemmCols];
+                    for (int n = 0; n < nc; n++) {
+                        out[n] = partial ? spill + n * kPackRows : (float *)dst->data + (t0 + n) * ds + r0;
+                        if (partial && !first) std::memcpy(out[n], (float *)dst->data + (t0 + n) * ds + r0, (size_t)(c.cout - r0) * sizeof(float));
+                    }
+                    if (partial && first) {
+                        std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
+                        std::memcpy(bias_pad, bv, (size_t)(c.cout - r0) * sizeof(float));
+                        bv = bias_pad;
+                    }
+                    const float *wb = wf;
+                    switch (nc) {
+                        case 1: gemm_tile<1>(wb, cols, depth, out, first, bv); break;
+                        case 2: gemm_tile<2>(wb, cols, depth, out, first, bv); break;
+                        case 3: gemm_tile<3>(wb, cols, depth, out, first, bv); break;
+                        case 4: gemm_tile<4>(wb, cols, depth, out, first, bv); break;
+                        case 5: gemm_tile<5>(wb, cols, depth, out, first, bv); break;
+                        default: gemm_tile<kGemmCols>(wb, cols, depth, out, first, bv); break;
+                    }
+                    if (partial)
+                        for (int n = 0; n < nc; n++) std::memcpy((float *)dst->data + (t0 + n) * ds + r0, out[n], (size_t)(c.cout - r0) * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+// conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
+// features, so the choice is made here)
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm(d, i, n, u); }
+__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm(d, i, n, u); }
+static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {
+    static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
+                             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
+                                                                                                : conv_gemm;
+    impl(d, i, n, u);
+}
+#else
+static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm(d, i, n, u); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // graph
 // ---------------------------------------------------------------------------------------------
 
@@ -533,6 +645,7 @@ struct Graph {
         if (x->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
         const int64_t T = x->ne[1];
         const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
+        if (c.packed) return packed_conv(x, c, Lc);
         if (Lc == 0) return ggml_add(ctx, mm(c.w, x), c.b);
         ggml_tensor *prev = state(c.cin, Lc);
         if (T >= Lc) {  // the next left context: the last Lc columns of [prev ; x]
@@ -546,6 +659,20 @@ struct Graph {
         ggml_tensor *cols = ggml_custom_4d(ctx, c.w->type, (int64_t)c.cin * c.k, T, 1, 1, args, 2, im2col_op,
                                            GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
         return ggml_add(ctx, mm(c.w, cols), c.b);
+    }
+
+    // the F16 path: conv_gemm_op on [prev ; x] (x in F32)
+    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
+        const int64_t T = x->ne[1];
+        if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
+        ggml_tensor *xp = x;
+        if (Lc > 0) {
+            ggml_tensor *prev = state(c.cin, Lc);
+            xp = ggml_concat(ctx, prev, x, 1);
+            save(ggml_view_2d(ctx, xp, c.cin, Lc, xp->nb[1], (size_t)T * xp->nb[1]));
+        }
+        ggml_tensor *args[3] = {xp, c.w, c.b};
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, T, 1, 1, args, 3, conv_gemm_op, GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
     }
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
@@ -566,6 +693,9 @@ struct Graph {
         }
         return ggml_add(ctx, out, c.b);
     }
+
+    // the type a conv reads its input in (a packed conv reads F32)
+    static ggml_type in_type(const Conv &c) { return c.packed ? GGML_TYPE_F32 : c.w->type; }
 
     // snake(x) in the type of the weights it feeds (`type`), so the matmul converts nothing
     ggml_tensor *snake(ggml_tensor *x, const Snake &s, ggml_type type) {
@@ -689,12 +819,12 @@ struct Graph {
         for (const DacBlock &d : m.dac) {
             x = tconv(snake(x, d.snake, d.conv.w->type), d.conv);
             for (const ResUnit &r : d.res) {
-                ggml_tensor *t = conv(snake(x, r.act1, r.conv1.w->type), r.conv1);
-                t = conv(snake(t, r.act2, r.conv2.w->type), r.conv2);
+                ggml_tensor *t = conv(snake(x, r.act1, in_type(r.conv1)), r.conv1);
+                t = conv(snake(t, r.act2, in_type(r.conv2)), r.conv2);
                 x = ggml_add(ctx, t, x);
             }
         }
-        x = conv(snake(x, m.post_snake, m.post_conv.w->type), m.post_conv);
+        x = conv(snake(x, m.post_snake, in_type(m.post_conv)), m.post_conv);
         wav = ggml_clamp(ctx, x, -1.0f, 1.0f);
         ggml_set_output(wav);
         ggml_cgraph *gf = ggml_new_graph_custom(ctx, m.graph_size, false);
@@ -707,6 +837,7 @@ struct Graph {
 };
 
 }  // namespace
+
 
 struct kz_codec {
     Model model;
