@@ -2,12 +2,12 @@
 //
 // Layout: every activation is a ggml [channels, time] tensor (channel fastest), so 1x1 convs and
 // linears are plain mul_mat, per-channel parameters broadcast as [C] rows, and the left context of
-// a causal conv is a column block. With F16 weights a k-tap conv is conv_gemm_op, our own GEMM
-// reading the taps straight from [left context ; input] in F32 (ggml's F16 GEMM spends half its
-// time widening both operands). With F32 weights it is one mul_mat over an im2col matrix written in
-// one pass from the left context and the input (no concatenated copy). Snake writes the type its
-// consumer multiplies in, so no matmul converts. A ConvTranspose
-// (kernel K = stride s or 2s) is one mul_mat giving K*Cout values per input step plus an
+// a causal conv is a column block. With F16 weights a k-tap conv, and a ConvTranspose's product,
+// is conv_gemm_op: our own GEMM reading the taps straight from [left context ; input] in F32
+// (ggml's F16 GEMM spends half its time widening both operands). With F32 weights it is one
+// mul_mat over an im2col matrix written in one pass from the left context and the input (no
+// concatenated copy). Snake writes the type its consumer multiplies in, so no matmul converts. A
+// ConvTranspose (kernel K = stride s or 2s) is one product giving K*Cout values per input step plus an
 // overlap-add of the second half with the previous step's (the "tail").
 //
 // Every chunk of frames is decoded by one graph whose extra inputs are the stream state (conv
@@ -70,6 +70,7 @@ struct Conv {  // causal conv, stride 1: w [cin*k, cout] (tap-major rows), b [co
 struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: w [cin, k*cout], b [cout]
     ggml_tensor *w = nullptr, *b = nullptr;
     int cin = 0, cout = 0, k = 1, s = 1;
+    Conv gemm;  // F16 weights: w packed as the 1-tap conv cin -> k*cout without bias (gemm.packed)
 };
 struct Snake {
     ggml_tensor *alpha = nullptr, *inv_beta = nullptr;
@@ -139,6 +140,20 @@ struct Pending {
     std::function<std::vector<float>()> read;
 };
 
+// shape of a packed conv weight (see Conv::packed)
+std::vector<int64_t> packed_shape(const Conv &c) {
+    return {(int64_t)c.cin * c.k * kPackRows, (c.cout + kPackRows - 1) / kPackRows};
+}
+
+// w [cout rows of cin*k] -> the packed layout
+std::vector<float> pack_rows(const std::vector<float> &w, const Conv &c) {
+    const int64_t K = (int64_t)c.cin * c.k, shape1 = packed_shape(c)[1];
+    std::vector<float> p((size_t)(K * kPackRows * shape1), 0.0f);
+    for (int64_t co = 0; co < c.cout; co++)
+        for (int64_t i = 0; i < K; i++) p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
+    return p;
+}
+
 struct Builder {
     Model &m;
     const Loader &L;
@@ -185,18 +200,11 @@ struct Builder {
         c.cout = (int)s->ne[2];
         c.dil = dil;
         c.packed = type == GGML_TYPE_F16;
-        const int64_t K = (int64_t)c.cin * c.k;
+        auto taps = [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); };
         if (!c.packed) {
-            c.w = make(name + ".weight", type, {K, c.cout}, [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); });
+            c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, taps);
         } else {
-            const int64_t blocks = (c.cout + kPackRows - 1) / kPackRows;
-            c.w = make(name + ".weight", type, {K * kPackRows, blocks}, [this, s, c, K, blocks] {
-                const std::vector<float> w = kz::conv_taps(L.read(s), c.cout, c.cin, c.k);
-                std::vector<float> p((size_t)(K * kPackRows * blocks), 0.0f);
-                for (int64_t co = 0; co < c.cout; co++)
-                    for (int64_t i = 0; i < K; i++) p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
-                return p;
-            });
+            c.w = make(name + ".weight", type, packed_shape(c), [taps, c] { return pack_rows(taps(), c); });
         }
         c.b = vec(name + ".bias", c.cout);
         return c;
@@ -211,14 +219,23 @@ struct Builder {
         c.cin = (int)s->ne[2];
         c.s = stride;
         if (c.k != c.s && c.k != 2 * c.s) throw Error(KZ_ERR_FORMAT, name + ": ConvTranspose kernel must be stride or 2*stride");
-        c.w = make(name + ".weight", fast, {c.cin, (int64_t)c.k * c.cout}, [this, s, c] {
+        // row j*cout + co of the [cin, k*cout] matrix: tap j of output channel co
+        auto rows = [this, s, c] {
             std::vector<float> w = L.read(s), p(w.size());
             for (int ci = 0; ci < c.cin; ci++)
                 for (int co = 0; co < c.cout; co++)
                     for (int j = 0; j < c.k; j++)
                         p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
             return p;
-        });
+        };
+        if (fast != GGML_TYPE_F16) {
+            c.w = make(name + ".weight", fast, {c.cin, (int64_t)c.k * c.cout}, rows);
+        } else {
+            c.gemm.cin = c.cin;
+            c.gemm.cout = c.k * c.cout;
+            c.gemm.packed = true;
+            c.gemm.w = c.w = make(name + ".weight", fast, packed_shape(c.gemm), [rows, g = c.gemm] { return pack_rows(rows(), g); });
+        }
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -502,67 +519,91 @@ typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
 constexpr int kGemmCols = 6;   // output columns a kernel call keeps in registers
 constexpr int kGemmDepth = 256;  // input channels of one tap widened (and reused over T) at once
 
-// acc[n] (rows b.., column n) += sum over i < depth of w[i] * cols[n][i]; NC columns
-template <int NC>
+// out[r][n] (RB blocks of rows, NC columns) = (first ? bias : out) + sum over i < depth of w[r][i] * cols[n][i],
+// w[r] at w + r * depth * kPackRows. Every row sums in the same order whatever RB and NC.
+template <int NC, int RB>
 static inline __attribute__((always_inline)) void gemm_tile(const float *w, const float *const *cols, int64_t depth,
-                                                            float *const *out, bool first, const float *bias) {
-    vrow acc[NC];
-    for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[n], first ? bias : out[n], sizeof(vrow));
+                                                            float *const (*out)[kGemmCols], bool first, const float *const *bias) {
+    vrow acc[RB][NC];
+    for (int r = 0; r < RB; r++)
+        for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[r][n], first ? bias[r] : out[r][n], sizeof(vrow));
     for (int64_t i = 0; i < depth; i++) {
-        vrow wv;
-        __builtin_memcpy(&wv, w + i * kPackRows, sizeof(vrow));
-        for (int n = 0; n < NC; n++) acc[n] += wv * cols[n][i];
+        vrow wv[RB];
+        for (int r = 0; r < RB; r++) __builtin_memcpy(&wv[r], w + (r * depth + i) * kPackRows, sizeof(vrow));
+        for (int n = 0; n < NC; n++) {
+            const float xv = cols[n][i];
+            for (int r = 0; r < RB; r++) acc[r][n] += wv[r] * xv;
+        }
     }
-    for (int n = 0; n < NC; n++) __builtin_memcpy(out[n], &acc[n], sizeof(vrow));
+    for (int r = 0; r < RB; r++)
+        for (int n = 0; n < NC; n++) __builtin_memcpy(out[r][n], &acc[r][n], sizeof(vrow));
 }
 
-// src[0]: x [cin, Lc + T] F32 (left context first), src[1]: packed F16 weights, src[2]: bias [cout]
+template <int RB>
+static inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, const float *const *cols, int64_t depth,
+                                                            float *const (*out)[kGemmCols], bool first, const float *const *bias) {
+    switch (nc) {
+        case 1: gemm_tile<1, RB>(w, cols, depth, out, first, bias); break;
+        case 2: gemm_tile<2, RB>(w, cols, depth, out, first, bias); break;
+        case 3: gemm_tile<3, RB>(w, cols, depth, out, first, bias); break;
+        case 4: gemm_tile<4, RB>(w, cols, depth, out, first, bias); break;
+        case 5: gemm_tile<5, RB>(w, cols, depth, out, first, bias); break;
+        default: gemm_tile<kGemmCols, RB>(w, cols, depth, out, first, bias); break;
+    }
+}
+
+// src[0]: x [cin, Lc + T] F32 (left context first), src[1]: packed F16 weights, src[2]: bias [cout] or none;
+// RB blocks of rows at a time where the registers allow (the rest one by one)
+template <int RB>
 static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const Conv &c = *static_cast<const Conv *>(userdata);
-    const ggml_tensor *x = dst->src[0], *w = dst->src[1], *bias = dst->src[2];
+    const ggml_tensor *x = dst->src[0], *w = dst->src[1];
+    alignas(64) static const float zeros[kPackRows] = {};
+    const float *bias = dst->src[2] ? (const float *)dst->src[2]->data : nullptr;
     const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, xs = x->nb[1] / sizeof(float), ds = dst->nb[1] / sizeof(float);
-    const int64_t blocks = w->ne[1];
+    const int64_t blocks = w->ne[1], full = c.cout / kPackRows;  // blocks, and those without padded rows
     int64_t b0, b1;
     thread_rows(blocks, ith, nth, b0, b1);
     if (b0 >= b1) return;
-    // a block of weights widened to F32 (kept in L1 over all columns), a partial block's columns, its bias
-    alignas(64) float wf[kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
+    // RB blocks of weights widened to F32 (kept in L1 over all columns), a partial block's columns, its bias
+    alignas(64) float wf[RB * kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
     const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
+    float *const dd = (float *)dst->data;
     for (int j = 0; j < c.k; j++) {
         for (int64_t c0 = 0; c0 < c.cin; c0 += kGemmDepth) {
             const int64_t depth = std::min<int64_t>(kGemmDepth, c.cin - c0), i0 = (int64_t)j * c.cin + c0;
             const bool first = i0 == 0;
-            for (int64_t b = b0; b < b1; b++) {
-                ggml_cpu_fp16_to_fp32(wh + (b * K + i0) * kPackRows, wf, depth * kPackRows);
+            for (int64_t b = b0; b < b1;) {
+                const int rb = b + RB <= std::min(b1, full) ? RB : 1;
+                const bool partial = b >= full;
+                for (int r = 0; r < rb; r++)
+                    ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows, depth * kPackRows);
+                const int64_t r0 = b * kPackRows, valid = std::min<int64_t>(kPackRows, c.cout - r0);
+                const float *bv[RB];
+                for (int r = 0; r < rb; r++) bv[r] = bias ? bias + r0 + r * kPackRows : zeros;
+                if (partial) {
+                    std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
+                    std::memcpy(bias_pad, bv[0], (size_t)valid * sizeof(float));
+                    bv[0] = bias_pad;
+                }
                 for (int64_t t0 = 0; t0 < T; t0 += kGemmCols) {
                     const int nc = (int)std::min<int64_t>(kGemmCols, T - t0);
                     const float *cols[kGemmCols];
-                    for (int n = 0; n < nc; n++) cols[n] = (const float *)x->data + (t0 + n + (int64_t)j * c.dil) * xs + c0;
-                    const int64_t r0 = b * kPackRows;
-                    const bool partial = r0 + kPackRows > c.cout;
-                    const float *bv = (const float *)bias->data + r0;
-                    float *out[kGemmCols];
+                    float *out[RB][kGemmCols];
                     for (int n = 0; n < nc; n++) {
-                        out[n] = partial ? spill + n * kPackRows : (float *)dst->data + (t0 + n) * ds + r0;
-                        if (partial && !first) std::memcpy(out[n], (float *)dst->data + (t0 + n) * ds + r0, (size_t)(c.cout - r0) * sizeof(float));
+                        cols[n] = (const float *)x->data + (t0 + n + (int64_t)j * c.dil) * xs + c0;
+                        for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
+                        if (partial) {
+                            if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
+                            out[0][n] = spill + n * kPackRows;
+                        }
                     }
-                    if (partial && first) {
-                        std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
-                        std::memcpy(bias_pad, bv, (size_t)(c.cout - r0) * sizeof(float));
-                        bv = bias_pad;
-                    }
-                    const float *wb = wf;
-                    switch (nc) {
-                        case 1: gemm_tile<1>(wb, cols, depth, out, first, bv); break;
-                        case 2: gemm_tile<2>(wb, cols, depth, out, first, bv); break;
-                        case 3: gemm_tile<3>(wb, cols, depth, out, first, bv); break;
-                        case 4: gemm_tile<4>(wb, cols, depth, out, first, bv); break;
-                        case 5: gemm_tile<5>(wb, cols, depth, out, first, bv); break;
-                        default: gemm_tile<kGemmCols>(wb, cols, depth, out, first, bv); break;
-                    }
+                    if (rb == RB) gemm_cols<RB>(nc, wf, cols, depth, out, first, bv);
+                    else gemm_cols<1>(nc, wf, cols, depth, out, first, bv);
                     if (partial)
-                        for (int n = 0; n < nc; n++) std::memcpy((float *)dst->data + (t0 + n) * ds + r0, out[n], (size_t)(c.cout - r0) * sizeof(float));
+                        for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
                 }
+                b += rb;
             }
         }
     }
@@ -571,16 +612,16 @@ static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, in
 // conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
 // features, so the choice is made here)
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm(d, i, n, u); }
-__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm(d, i, n, u); }
+__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<2>(d, i, n, u); }
+__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
 static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {
     static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
                              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
-                                                                                                : conv_gemm;
+                                                                                                : conv_gemm<1>;
     impl(d, i, n, u);
 }
 #else
-static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm(d, i, n, u); }
+static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -661,7 +702,7 @@ struct Graph {
         return ggml_add(ctx, mm(c.w, cols), c.b);
     }
 
-    // the F16 path: conv_gemm_op on [prev ; x] (x in F32)
+    // the F16 path: conv_gemm_op on [prev ; x] (x in F32; no context when Lc is 0)
     ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
         const int64_t T = x->ne[1];
         if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
@@ -672,12 +713,12 @@ struct Graph {
             save(ggml_view_2d(ctx, xp, c.cin, Lc, xp->nb[1], (size_t)T * xp->nb[1]));
         }
         ggml_tensor *args[3] = {xp, c.w, c.b};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, T, 1, 1, args, 3, conv_gemm_op, GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, T, 1, 1, args, c.b ? 3 : 2, conv_gemm_op, GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
     }
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
         const int64_t T = x->ne[1];
-        ggml_tensor *y = mm(c.w, x);  // [k*cout, T]
+        ggml_tensor *y = c.gemm.packed ? packed_conv(x, c.gemm, 0) : mm(c.w, x);  // [k*cout, T]
         ggml_tensor *out;
         if (c.k == c.s) {
             out = ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T);
@@ -817,7 +858,7 @@ struct Graph {
         ggml_set_output(upsample);
         x = conv(x, m.entry);
         for (const DacBlock &d : m.dac) {
-            x = tconv(snake(x, d.snake, d.conv.w->type), d.conv);
+            x = tconv(snake(x, d.snake, d.conv.gemm.packed ? GGML_TYPE_F32 : d.conv.w->type), d.conv);
             for (const ResUnit &r : d.res) {
                 ggml_tensor *t = conv(snake(x, r.act1, in_type(r.conv1)), r.conv1);
                 t = conv(snake(t, r.act2, in_type(r.conv2)), r.conv2);
