@@ -552,7 +552,8 @@ static inline __attribute__((always_inline)) void gemm_cols(int nc, const float 
     }
 }
 
-// src[0]: x [cin, Lc + T] F32 (left context first), src[1]: packed F16 weights, src[2]: bias [cout] or none;
+// src[0]: x [cin, T] F32, src[1]: packed F16 weights, src[2]: bias [cout] or none, src[3]: the left
+// context [cin, Lc] (F32) when Lc = (k-1)*dil > 0;
 // RB blocks of rows at a time where the registers allow (the rest one by one)
 template <int RB>
 static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
@@ -560,6 +561,8 @@ static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, in
     const ggml_tensor *x = dst->src[0], *w = dst->src[1];
     alignas(64) static const float zeros[kPackRows] = {};
     const float *bias = dst->src[2] ? (const float *)dst->src[2]->data : nullptr;
+    const ggml_tensor *prev = dst->src[3];
+    const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
     const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, xs = x->nb[1] / sizeof(float), ds = dst->nb[1] / sizeof(float);
     const int64_t blocks = w->ne[1], full = c.cout / kPackRows;  // blocks, and those without padded rows
     int64_t b0, b1;
@@ -591,7 +594,9 @@ static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, in
                     const float *cols[kGemmCols];
                     float *out[RB][kGemmCols];
                     for (int n = 0; n < nc; n++) {
-                        cols[n] = (const float *)x->data + (t0 + n + (int64_t)j * c.dil) * xs + c0;
+                        const int64_t col = t0 + n + (int64_t)j * c.dil - Lc;  // < 0: in the left context
+                        cols[n] = (col < 0 ? (const float *)((const char *)prev->data + (Lc + col) * prev->nb[1])
+                                           : (const float *)x->data + col * xs) + c0;
                         for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
                         if (partial) {
                             if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
@@ -682,38 +687,39 @@ struct Graph {
     }
 
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
-        // im2col_op reads cin values from every row of x and of the context (the loader's chain checks)
+        // im2col_op and conv_gemm_op read cin values from every row of x and of the context (the loader's chain checks)
         if (x->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
         const int64_t T = x->ne[1];
         const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
         if (c.packed) return packed_conv(x, c, Lc);
         if (Lc == 0) return ggml_add(ctx, mm(c.w, x), c.b);
-        ggml_tensor *prev = state(c.cin, Lc);
-        if (T >= Lc) {  // the next left context: the last Lc columns of [prev ; x]
-            save(ggml_view_2d(ctx, x, c.cin, Lc, x->nb[1], (size_t)(T - Lc) * x->nb[1]));
-        } else {
-            ggml_tensor *xf = x->type == GGML_TYPE_F32 ? x : ggml_cast(ctx, x, GGML_TYPE_F32);
-            ggml_tensor *kept = ggml_view_2d(ctx, prev, c.cin, Lc - T, prev->nb[1], (size_t)T * prev->nb[1]);
-            save(ggml_concat(ctx, kept, xf, 1));
-        }
+        ggml_tensor *prev = context(x, Lc);
         ggml_tensor *args[2] = {prev, x};
         ggml_tensor *cols = ggml_custom_4d(ctx, c.w->type, (int64_t)c.cin * c.k, T, 1, 1, args, 2, im2col_op,
                                            GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
         return ggml_add(ctx, mm(c.w, cols), c.b);
     }
 
-    // the F16 path: conv_gemm_op on [prev ; x] (x in F32; no context when Lc is 0)
-    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
-        const int64_t T = x->ne[1];
-        if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
-        ggml_tensor *xp = x;
-        if (Lc > 0) {
-            ggml_tensor *prev = state(c.cin, Lc);
-            xp = ggml_concat(ctx, prev, x, 1);
-            save(ggml_view_2d(ctx, xp, c.cin, Lc, xp->nb[1], (size_t)T * xp->nb[1]));
+    // the previous Lc columns before x (a state), saving the next ones: the last Lc of [prev ; x]
+    ggml_tensor *context(ggml_tensor *x, int64_t Lc) {
+        const int64_t C = x->ne[0], T = x->ne[1];
+        ggml_tensor *prev = state(C, Lc);
+        if (T >= Lc) {
+            save(ggml_view_2d(ctx, x, C, Lc, x->nb[1], (size_t)(T - Lc) * x->nb[1]));
+        } else {
+            ggml_tensor *xf = x->type == GGML_TYPE_F32 ? x : ggml_cast(ctx, x, GGML_TYPE_F32);
+            ggml_tensor *kept = ggml_view_2d(ctx, prev, C, Lc - T, prev->nb[1], (size_t)T * prev->nb[1]);
+            save(ggml_concat(ctx, kept, xf, 1));
         }
-        ggml_tensor *args[3] = {xp, c.w, c.b};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, T, 1, 1, args, c.b ? 3 : 2, conv_gemm_op, GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
+        return prev;
+    }
+
+    // the F16 path: conv_gemm_op on x (in F32) after its left context (none when Lc is 0)
+    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
+        if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
+        ggml_tensor *args[4] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr};
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, !c.b ? 2 : Lc > 0 ? 4 : 3, conv_gemm_op,
+                              GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
     }
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
