@@ -518,6 +518,7 @@ static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
 typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
 constexpr int kGemmCols = 6;   // output columns a kernel call keeps in registers
 constexpr int kGemmDepth = 256;  // input channels of one tap widened (and reused over T) at once
+constexpr int64_t kGemmSpan = 42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
 
 // out[r][n] (RB blocks of rows, NC columns) = (first ? bias : out) + sum over i < depth of w[r][i] * cols[n][i],
 // w[r] at w + r * depth * kPackRows. Every row sums in the same order whatever RB and NC.
@@ -572,43 +573,46 @@ static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, in
     alignas(64) float wf[RB * kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
     const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
     float *const dd = (float *)dst->data;
-    for (int j = 0; j < c.k; j++) {
-        for (int64_t c0 = 0; c0 < c.cin; c0 += kGemmDepth) {
-            const int64_t depth = std::min<int64_t>(kGemmDepth, c.cin - c0), i0 = (int64_t)j * c.cin + c0;
-            const bool first = i0 == 0;
-            for (int64_t b = b0; b < b1;) {
-                const int rb = b + RB <= std::min(b1, full) ? RB : 1;
-                const bool partial = b >= full;
-                for (int r = 0; r < rb; r++)
-                    ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows, depth * kPackRows);
-                const int64_t r0 = b * kPackRows, valid = std::min<int64_t>(kPackRows, c.cout - r0);
-                const float *bv[RB];
-                for (int r = 0; r < rb; r++) bv[r] = bias ? bias + r0 + r * kPackRows : zeros;
-                if (partial) {
-                    std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
-                    std::memcpy(bias_pad, bv[0], (size_t)valid * sizeof(float));
-                    bv[0] = bias_pad;
-                }
-                for (int64_t t0 = 0; t0 < T; t0 += kGemmCols) {
-                    const int nc = (int)std::min<int64_t>(kGemmCols, T - t0);
-                    const float *cols[kGemmCols];
-                    float *out[RB][kGemmCols];
-                    for (int n = 0; n < nc; n++) {
-                        const int64_t col = t0 + n + (int64_t)j * c.dil - Lc;  // < 0: in the left context
-                        cols[n] = (col < 0 ? (const float *)((const char *)prev->data + (Lc + col) * prev->nb[1])
-                                           : (const float *)x->data + col * xs) + c0;
-                        for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
-                        if (partial) {
-                            if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
-                            out[0][n] = spill + n * kPackRows;
-                        }
+    for (int64_t s0 = 0; s0 < T; s0 += kGemmSpan) {
+        const int64_t s1 = std::min(T, s0 + kGemmSpan);
+        for (int j = 0; j < c.k; j++) {
+            for (int64_t c0 = 0; c0 < c.cin; c0 += kGemmDepth) {
+                const int64_t depth = std::min<int64_t>(kGemmDepth, c.cin - c0), i0 = (int64_t)j * c.cin + c0;
+                const bool first = i0 == 0;
+                for (int64_t b = b0; b < b1;) {
+                    const int rb = b + RB <= std::min(b1, full) ? RB : 1;
+                    const bool partial = b >= full;
+                    for (int r = 0; r < rb; r++)
+                        ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows, depth * kPackRows);
+                    const int64_t r0 = b * kPackRows, valid = std::min<int64_t>(kPackRows, c.cout - r0);
+                    const float *bv[RB];
+                    for (int r = 0; r < rb; r++) bv[r] = bias ? bias + r0 + r * kPackRows : zeros;
+                    if (partial) {
+                        std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
+                        std::memcpy(bias_pad, bv[0], (size_t)valid * sizeof(float));
+                        bv[0] = bias_pad;
                     }
-                    if (rb == RB) gemm_cols<RB>(nc, wf, cols, depth, out, first, bv);
-                    else gemm_cols<1>(nc, wf, cols, depth, out, first, bv);
-                    if (partial)
-                        for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
+                    for (int64_t t0 = s0; t0 < s1; t0 += kGemmCols) {
+                        const int nc = (int)std::min<int64_t>(kGemmCols, s1 - t0);
+                        const float *cols[kGemmCols];
+                        float *out[RB][kGemmCols];
+                        for (int n = 0; n < nc; n++) {
+                            const int64_t col = t0 + n + (int64_t)j * c.dil - Lc;  // < 0: in the left context
+                            cols[n] = (col < 0 ? (const float *)((const char *)prev->data + (Lc + col) * prev->nb[1])
+                                               : (const float *)x->data + col * xs) + c0;
+                            for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
+                            if (partial) {
+                                if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
+                                out[0][n] = spill + n * kPackRows;
+                            }
+                        }
+                        if (rb == RB) gemm_cols<RB>(nc, wf, cols, depth, out, first, bv);
+                        else gemm_cols<1>(nc, wf, cols, depth, out, first, bv);
+                        if (partial)
+                            for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
+                    }
+                    b += rb;
                 }
-                b += rb;
             }
         }
     }
