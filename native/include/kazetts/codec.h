@@ -24,8 +24,8 @@ typedef struct kz_codec kz_codec;
 
 typedef enum kz_codec_weights {
     KZ_CODEC_WEIGHTS_F32 = 0, /* every weight in F32: the reference path */
-    KZ_CODEC_WEIGHTS_F16 = 1  /* every conv / linear weight in F16 (their inputs rounded to F16): fast path;
-                                 codebooks, norms, biases, Snake and the last conv stay F32 */
+    KZ_CODEC_WEIGHTS_F16 = 1  /* every conv / linear weight in F16: fast path; the convs and ConvTransposes multiply
+                                 them with F32 inputs and sums, the linears round their inputs to F16; codebooks, norms, biases, Snake and the last conv stay F32 */
 } kz_codec_weights;
 
 /* Loads the codec decoder (a.gen.wav.*) from an mmproj GGUF. n_threads >= 1.
