@@ -9,7 +9,8 @@
 #
 # This is glibc arm64 Debian under emulation, not a device and not Termux (bionic, clang).
 # Cached under $KAZETTS_CACHE/aarch64-chroot: the root, qemu, and the llama-cpp-python wheel
-# built in the root (keyed by its CMake flags); a second run only rebuilds libkazetts.
+# built in the root (keyed by its CMake flags, with its build directory, so an interrupted
+# compile resumes); a second run only rebuilds libkazetts.
 #
 # Environment (make passes them): VENV_PYTHON (x86 runtime: the sdist and the tiny checkpoint),
 # KAZETTS_CACHE, QEMU_CPU (default cortex-a76), LLAMA_CMAKE_ARGS (llama-cpp-python's CMake flags).
@@ -134,9 +135,19 @@ log "inside: $(uname -m), $(python3 --version), $(g++ --version | head -1), $(cm
 python3 -m venv "$WORK/venv"
 py=$WORK/venv/bin/python
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
-    log "pip wheel llama-cpp-python==$LLAMA_CPP_VERSION from PyPI, CMAKE_ARGS=$LLAMA_CMAKE_ARGS (tens of minutes)"
+    log "pip wheel llama-cpp-python==$LLAMA_CPP_VERSION from its PyPI sdist, CMAKE_ARGS=$LLAMA_CMAKE_ARGS (tens of minutes)"
+    # unpacked at a fixed path with a build directory that outlives an interrupted run: the next
+    # run resumes the compile (pip would unpack the sdist to a new temporary directory each time)
+    src=$WHEELS.src/llama_cpp_python-$LLAMA_CPP_VERSION
+    if [ ! -f "$src/pyproject.toml" ]; then
+        mkdir -p "$WHEELS.src"
+        "$py" -m pip download -q --no-deps --no-binary llama-cpp-python -d "$WHEELS.src" \
+            "llama-cpp-python==$LLAMA_CPP_VERSION"
+        tar xzf "$src.tar.gz" -C "$WHEELS.src"
+    fi
     mkdir -p "$WHEELS"
-    CMAKE_ARGS=$LLAMA_CMAKE_ARGS "$py" -m pip wheel -q --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION"
+    CMAKE_ARGS=$LLAMA_CMAKE_ARGS "$py" -m pip wheel -q --no-deps -w "$WHEELS" \
+        --config-settings=build-dir="$WHEELS.build" "$src"
 fi
 log "llama-cpp-python wheel: $(ls "$WHEELS")"
 log "pip install $(basename "$SDIST") (--find-links that wheel)"
