@@ -6,7 +6,7 @@ aarch64-test: setup llama-src
 	LLAMA_SRC=$(LLAMA_SRC) VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_goldens.sh
 
 # `pip install <sdist>` + `kazetts say` in an arm64 Debian chroot under qemu-user, llama-cpp-python
-# compiled there from PyPI (scripts/aarch64_pip_check.sh; as root; hours cold; a cached run still compiles libkazetts under qemu).
-# Not in .ci/run: too long for CI.
+# compiled there from PyPI (scripts/aarch64_pip_check.sh; as root). Hours cold; a cached run
+# still compiles libkazetts under qemu. Not in .ci/run: too long for CI.
 aarch64-pip-check: setup
 	VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_pip_check.sh
