@@ -86,7 +86,7 @@ ensure_root() {
         log "arm64 root: cached in $ROOT"
         return
     fi
-    log "debootstrap arm64 bookworm into $ROOT (minutes: the second stage runs under qemu)"
+    log "debootstrap arm64 bookworm into $ROOT (tens of minutes: the second stage runs under qemu)"
     rm -rf "$ROOT" "$ROOT.tmp"
     mkdir -p "$CACHE/logs" "$ROOT.tmp"
     ensure_binfmt "$ROOT.tmp"
@@ -104,7 +104,7 @@ mount_root() {
     done
     mount -t proc proc "$ROOT/proc"
     mount --bind /dev "$ROOT/dev"
-    trap 'umount "$ROOT/dev" "$ROOT/proc"' EXIT
+    trap 'umount -l "$ROOT/dev" "$ROOT/proc"' EXIT  # -l: processes of an interrupted run may hold them
     cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
     cp -L "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$ROOT/etc/ssl/certs/host-ca-certificates.crt"
 }
