@@ -1,6 +1,12 @@
 # aarch64 (Android-class CPU) golden tests from an x86-64 Debian host: cross build of ggml +
 # llama + native/, golden_check under qemu-aarch64 (see scripts/aarch64_goldens.sh).
-.PHONY: aarch64-test
+.PHONY: aarch64-test aarch64-pip-check
 
 aarch64-test: setup llama-src
 	LLAMA_SRC=$(LLAMA_SRC) VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_goldens.sh
+
+# `pip install <sdist>` + `kazetts say` in an arm64 Debian chroot under qemu-user, llama-cpp-python
+# compiled there from PyPI (scripts/aarch64_pip_check.sh; as root). Hours cold; a cached run
+# still compiles libkazetts under qemu. Not in .ci/run: too long for CI.
+aarch64-pip-check: setup
+	VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_pip_check.sh

@@ -37,12 +37,14 @@ install_system_packages() {
     fi
 }
 
-# kazetts through pip and its build backend, as users install it, without build isolation: an
-# isolated build environment would not see the system numpy and pip would compile one for
-# llama-cpp-python. So the build requirements (pyproject.toml) come first, into the venv, which
-# sees the system numpy: llama-cpp-python compiles here for this CPU; then kazetts' build
-# compiles libkazetts against it into the package. No test extras: tiktoken and tokenizers
-# would need a Rust toolchain.
+# kazetts through pip and its build backend, as users install it, but its own build without
+# isolation: an isolated build environment would not see the system numpy and pip would compile
+# one for llama-cpp-python. So the build requirements (pyproject.toml) come first, into the venv,
+# which sees the system numpy: llama-cpp-python compiles here for this CPU; then kazetts' wheel
+# is built against it (libkazetts inside). Only that build skips isolation: the dependencies pip
+# compiles from their sdists (soxr has no Android wheel) need their own build requirements
+# (soxr: nanobind, setuptools_scm), which an isolated build installs. No test extras: tiktoken
+# and tokenizers would need a Rust toolchain.
 install_kazetts() {
     local python py=$VENV/bin/python
     python=$(command -v python3 || command -v python)
@@ -53,7 +55,11 @@ install_kazetts() {
     CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$py" -m pip install -q \
         $("$py" -m scikit_build_core.build requires | "$py" -c "import json, sys; print(*json.load(sys.stdin))")
     log "kazetts with libkazetts (no torch)"
-    "$py" -m pip install -q --no-build-isolation '.[synthetic,server]'
+    rm -rf build/termux-wheel
+    "$py" -m pip wheel -q --no-deps --no-build-isolation -w build/termux-wheel .
+    # pip keeps an installed kazetts of the same version over a local wheel: a re-run replaces it
+    "$py" -m pip uninstall -q -y kazetts
+    "$py" -m pip install -q "$(echo build/termux-wheel/kazetts-*.whl)[synthetic,server]"
 }
 
 # CPUs of the fastest clusters: every core whose top frequency is above the slowest cluster's
