@@ -33,11 +33,9 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench_llama_tts  # noqa: E402
 import bench_report  # noqa: E402
-from bench_common import CACHE, REF_PYTHON, REPO, checkpoint, converted, run_measured  # noqa: E402
+from bench_common import CACHE, REF_PYTHON, REPO, TEXT, checkpoint, converted, run_measured  # noqa: E402
 from dump_goldens import cpu_model  # noqa: E402
 
-TEXT = ("Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent au quai, "
-        "et l'odeur du pain chaud envahit les ruelles.")
 LANGUAGE = "french"
 RUNTIME_PYTHON = REPO / ".venv" / "bin" / "python"
 ENGINES = ["kazetts", "llama-tts", "reference"]
