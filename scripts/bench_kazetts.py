@@ -1,6 +1,7 @@
 """kazetts side of scripts/bench.py: one request in its own process (runtime environment).
 
     .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
+                     [--text-streaming]
 
 Prints one JSON line: load (with a short warm-up request, as llama-tts warms up while loading),
 then for the timed request prefill, talker, code predictor and codec seconds, first audio and
@@ -47,9 +48,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--codec", default="f16", help="codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
+    ap.add_argument("--text-streaming", action="store_true",
+                    help="the streaming-text prompt (the reference's default) instead of the non-streaming one")
     a = ap.parse_args()
-    options = dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=False, greedy=True,
-                   chunk_frames=a.chunk_frames)
+    options = dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=a.text_streaming,
+                   greedy=True, chunk_frames=a.chunk_frames)
     start = time.perf_counter()
     tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)
     forbid_eos(tts)
