@@ -12,7 +12,8 @@ converted once (cached under ~/.cache/kazetts/models); kazetts and llama-tts rea
 files, the reference the checkpoint in float32. Every engine says the same French paragraph in
 the same voice (a fixed synthetic WAV: llama-tts encodes it with its own speaker encoder, the
 reference's encoder gives the x-vector kazetts and the reference use), with the non-streaming
-text prompt llama-tts builds, greedy, end-of-speech forbidden so that each says exactly
+text prompt llama-tts builds (kazetts also with the streaming-text prompt, the reference's default,
+whose first audio the target judges), greedy, end-of-speech forbidden so that each says exactly
 --frames frames, with the same thread count (and OMP_THREAD_LIMIT). Each engine, weight type
 and thread count runs in its own process, whose own peak RSS is read from wait4 by a small
 go-between (bench_common.run_measured: a high-water mark survives fork and exec). A failed run is
@@ -35,11 +36,9 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench_llama_tts  # noqa: E402
 import bench_report  # noqa: E402
-from bench_common import CACHE, REF_PYTHON, REPO, checkpoint, converted, run_measured  # noqa: E402
+from bench_common import CACHE, REF_PYTHON, REPO, TEXT, checkpoint, converted, run_measured  # noqa: E402
 from dump_goldens import cpu_model  # noqa: E402
 
-TEXT = ("Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent au quai, "
-        "et l'odeur du pain chaud envahit les ruelles.")
 LANGUAGE = "french"
 RUNTIME_PYTHON = REPO / ".venv" / "bin" / "python"
 ENGINES = ["kazetts", "kazetts-native", "llama-tts", "reference"]
@@ -72,14 +71,17 @@ def xvector(ck: pathlib.Path, wav: pathlib.Path) -> pathlib.Path:
     return out
 
 
-def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path) -> dict:
-    """One engine, weight type and thread count in its own process -> a row of the table."""
-    row = {"engine": engine, "weights": weights, "threads": threads}
+def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path,
+               prompt: str = bench_report.NON_STREAMING) -> dict:
+    """One engine, weight type, thread count (and for kazetts text prompt) in its own process -> a
+    row of the table."""
+    row = {"engine": engine, "weights": weights, "threads": threads, "prompt": prompt}
     work = ["--xvector", str(voice["xvector"]), "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames),
             "--threads", str(threads)]
     if engine in WORKERS:
         cmd = [str(RUNTIME_PYTHON), WORKERS[engine], *map(str, files[weights]), *work,
                "--codec", a.codec, "--chunk-frames", str(a.chunk_frames)]
+        cmd += ["--text-streaming"] if prompt == bench_report.STREAMING else []
     elif engine == "reference":
         cmd = [str(REF_PYTHON), "scripts/bench_reference.py", str(files["checkpoint"]), *work]
     else:
@@ -114,7 +116,7 @@ def machine() -> dict:
 def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: float) -> str:
     settings = (f"preset `{a.preset}` (synthetic Base, seed {a.seed}), {a.frames} frames "
                 f"({a.frames * 0.08:.2f} s of audio) of a {len(TEXT.split())}-word French paragraph, greedy, "
-                f"end-of-speech forbidden, non-streaming text prompt, x-vector speaker; kazetts codec weights "
+                f"end-of-speech forbidden, non-streaming text prompt (kazetts also streaming: the "streaming text" rows), x-vector speaker; kazetts codec weights "
                 f"{a.codec}, audio for the first frame then every {a.chunk_frames} frames; reference float32 SDPA")
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
@@ -135,6 +137,8 @@ def main() -> int:
     ap.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
     ap.add_argument("--codec", default="f16", help="kazetts codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="kazetts: frames per audio chunk after the first")
+    ap.add_argument("--kazetts-prompts", nargs="+", default=bench_report.PROMPTS, choices=bench_report.PROMPTS,
+                    help="kazetts: text prompts to run (llama-tts and the reference run the non-streaming one)")
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "build" / "bench", help="results.json, WAVs")
     ap.add_argument("--report", type=pathlib.Path, help="markdown file to append the run to")
     ap.add_argument("--chart", type=pathlib.Path, help="PNG bar chart (drawn in the reference environment)")
@@ -159,8 +163,9 @@ def main() -> int:
     for threads in a.threads:
         for engine in a.engines:
             for weights in (["f32"] if engine == "reference" else a.weights):
-                rows.append(run_engine(engine, weights, threads, a, files, voice, a.out))
-                print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
+                for prompt in (a.kazetts_prompts if engine == "kazetts" else [bench_report.NON_STREAMING]):
+                    rows.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt))
+                    print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
     meta = machine()
     report = markdown(meta, a, rows, load_before, os.getloadavg()[0])
     print("\n" + report)

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts")) / "models"
+# What every engine says in the benchmark: a French paragraph of 20 words.
+TEXT = ("Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent au quai, "
+        "et l'odeur du pain chaud envahit les ruelles.")
 REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
 
 
@@ -44,12 +47,22 @@ def converted(preset: str, out_type: str, model_type: str = "custom_voice", seed
     return talker, mmproj
 
 
+def memory_status() -> dict[str, float]:
+    """This process's resident memory (VmRSS, split into RssAnon and RssFile) and its peak so far
+    (VmHWM), in MB."""
+    out = {}
+    for line in open("/proc/self/status", encoding="ascii"):
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    if "VmHWM" not in out:
+        raise RuntimeError("no VmHWM in /proc/self/status")
+    return out
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far (VmHWM), in MB."""
-    for line in open("/proc/self/status", encoding="ascii"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    return memory_status()["VmHWM"]
 
 
 @dataclass

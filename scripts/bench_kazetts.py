@@ -1,6 +1,7 @@
 """kazetts side of scripts/bench.py: one request in its own process (runtime environment).
 
     .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
+                     [--text-streaming]
 
 Prints one JSON line: load (with a short warm-up request, as llama-tts warms up while loading),
 then for the timed request prefill, talker, code predictor and codec seconds, first audio and
@@ -41,7 +42,8 @@ def forbid_eos(tts: TTS) -> None:
 
 def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     """A kazetts worker's command line (scripts/bench.py's run_engine) and the request options
-    every kazetts engine gets: greedy, non-streaming text prompt, the x-vector speaker."""
+    every kazetts engine gets: greedy, the x-vector speaker, the non-streaming text prompt unless
+    --text-streaming."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("talker")
     ap.add_argument("mmproj")
@@ -52,9 +54,11 @@ def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--codec", default="f16", help="codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
+    ap.add_argument("--text-streaming", action="store_true",
+                    help="the streaming-text prompt (the reference's default) instead of the non-streaming one")
     a = ap.parse_args()
-    return a, dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=False, greedy=True,
-                   chunk_frames=a.chunk_frames)
+    return a, dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=a.text_streaming,
+                   greedy=True, chunk_frames=a.chunk_frames)
 
 
 def main() -> None:

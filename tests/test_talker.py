@@ -87,3 +87,30 @@ def test_clear_errors_before_compute(talkers):
     assert talker.position == position, "nothing was computed"
     with pytest.raises(ValueError, match="unknown speaker 'bob'"):
         build_prompt(talker.file, talker.file.voices, ids, speaker="bob")
+
+
+def test_a_kv_cache_sized_to_the_utterance_computes_what_a_full_one_does(tiny_gguf):
+    """reset(positions) gives the KV cache only what the utterance may take (whole 256-position
+    steps, grown when a longer one comes): hidden states and logits are, bit for bit, those of a
+    context of all n_ctx positions, across the 256-cell boundary of llama.cpp's attention."""
+    manifest, arrays = goldens.load_case(DUMPS / "cv_english_stream")
+    ck = manifest["checkpoint"]
+    talker = Talker(tiny_gguf(ck["preset"], ck["model_type"], "f32", ck["seed"])[0], threads=2, n_ctx=1024)
+    _, _, prompt = _prompt(talker, manifest, arrays)
+    steps = 300 - len(prompt.prefill)
+    inputs = np.random.default_rng(0).standard_normal((steps, talker.hidden_size)).astype(np.float32) * 0.05
+
+    def utterance(positions):
+        talker.reset(positions)
+        outputs = [talker.step(prompt.prefill)]
+        outputs += [talker.step(row) for row in inputs]
+        return talker.capacity, outputs
+
+    small, full = utterance(300), utterance(None)
+    assert (small[0], full[0]) == (512, 1024)
+    for (hidden_a, logits_a), (hidden_b, logits_b) in zip(small[1], full[1]):
+        assert np.array_equal(hidden_a, hidden_b) and np.array_equal(logits_a, logits_b)
+    assert utterance(300)[0] == 1024, "the cache keeps what the longest utterance took"
+    with pytest.raises(ValueError, match="more than the 1024 positions"):
+        talker.step(np.zeros((1024, talker.hidden_size), np.float32))
+    talker.close()

@@ -59,7 +59,7 @@ def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predic
                          f"the talker context of {talker.n_ctx}; split the text")
     trace = trace if trace is not None else TalkerTrace(record=False)
     timings = timings if timings is not None else {}
-    talker.reset()
+    talker.reset(needed)
     sampler.reset()
     clock = time.perf_counter()
     hidden, logits = talker.step(prompt.prefill)

@@ -101,6 +101,14 @@ def bind(signatures: dict) -> ctypes.CDLL:
     return lib
 
 
+def release_file_pages(path: str | os.PathLike, offset: int, length: int) -> int:
+    """Drops this process's resident pages of bytes [offset, offset + length) of a file it maps
+    read-only (kz_release_file_pages): they stay in the page cache, out of the RSS, until read
+    again. Returns the bytes released (-1: cannot tell, e.g. not Linux)."""
+    lib = bind({"kz_release_file_pages": (ctypes.c_int64, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64])})
+    return lib.kz_release_file_pages(os.fsencode(str(path)), int(offset), int(length))
+
+
 def check(status: int, message: bytes | str = b"") -> None:
     """Raises NativeError for a non-zero kz_status, with the native message."""
     if status != 0:

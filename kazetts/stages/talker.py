@@ -2,12 +2,13 @@
 
 Each call feeds embeddings (the prefill, then one vector per frame) and returns, for the last
 position only, the hidden state after the final norm (the code predictor's input) and the
-3072 codec logits (CB0). Only that row is marked as an output, but a context with embeddings on
-makes llama.cpp output every row of a batch (llama_batch_allocr: "embeddings required but some
-input tokens were not marked as outputs -> overriding"): a prefill chunk computes the (3072-row)
-head for all its rows and grows llama.cpp's output buffer to chunk x 155008 logits (~40 MB at 64).
-Decoding the prompt without outputs and its last row alone avoids that, but costs one more pass
-over the weights: slower for the ~10-row prompts of streaming text, so it is not done.
+3072 codec logits (CB0). Only that row is asked for, but with embeddings on llama.cpp outputs
+every position of a batch (llama_batch_allocr: "embeddings required but some input tokens were
+not marked as outputs -> overriding"): a prefill of n rows computes the (3072-row) head for all
+of them and fills n rows of 155008 logits in its compute and output buffers (~1.9 MB a row, ~85
+MB for 45 rows). Decoding the prompt without outputs and its last row alone avoids that, but
+costs one more pass over the weights: slower for the ~10-row prompts of streaming text, so it is
+not done.
 
 The model uses IMROPE (M-RoPE, interleaved): a batch carries 4 position streams per token,
 section-major (pos[j * n_tokens + i] = p_i for j = 0..3); in TTS all streams are equal, so
@@ -23,11 +24,14 @@ import pathlib
 import llama_cpp
 import numpy as np
 
+from kazetts.gguf import names
 from kazetts.gguf.errors import KazettsError
 from kazetts.gguf.header import GGUFError
+from kazetts.stages import native
 from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
+KV_STEP = 256  # the KV cache grows in steps of llama.cpp's padding of attended cells
 
 
 def extra_buffers_are_safe() -> bool:
@@ -52,8 +56,10 @@ def _quiet_log(level, text, user_data):  # llama.cpp logs to stderr by default; 
 class Talker:
     """A loaded talker with its KV cache (one utterance at a time).
 
-    n_ctx bounds prompt + frames of one utterance (the KV cache is 117 MB per 1024 positions on
-    the 0.6B); n_batch bounds the prefill chunk and with it llama.cpp's compute buffer."""
+    n_ctx bounds prompt + frames of one utterance; the KV cache (117 MB per 1024 positions on the
+    0.6B) holds what the longest utterance so far asked for (`reset(positions)`), in steps of
+    KV_STEP, not n_ctx from the start. n_batch bounds the prefill chunk and with it llama.cpp's
+    compute buffer."""
 
     def __init__(self, path: pathlib.Path | str, threads: int = 2, n_ctx: int = 1024, n_batch: int = 64,
                  verbose: bool = False):
@@ -71,21 +77,42 @@ class Talker:
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
+        # llama.cpp maps the file and reads all of it in; token_embd (~160 MB on the 0.6B) it never
+        # reads again, the talker being fed embeddings (the prompt reads its rows from the file)
+        native.release_file_pages(self.file.path, *self.file.table_span(names.TOKEN_EMBD))
+        self.n_ctx, self.n_batch, self.threads = n_ctx, n_batch, threads
+        self.hidden_size = self.file.hidden_size
+        self.position = self.capacity = 0
+        self._ctx = None
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        try:
+            self._reserve(1)  # a context that fails, fails here
+        except KazettsError:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+            raise
+
+    def _reserve(self, positions: int) -> None:
+        """A context of at least `positions` (whole KV_STEPs, at most n_ctx), made anew when the
+        current one is smaller. llama.cpp attends to the used cells padded to 256, so a context
+        of whole steps computes what an n_ctx one does, bit for bit."""
+        capacity = min(self.n_ctx, -(-positions // KV_STEP) * KV_STEP)
+        if capacity <= self.capacity:
+            return
+        if self._ctx:
+            llama_cpp.llama_free(self._ctx)
+            self._ctx, self.capacity = None, 0
         ctx_params = llama_cpp.llama_context_default_params()
-        ctx_params.n_ctx = n_ctx
-        ctx_params.n_batch = ctx_params.n_ubatch = n_batch
-        ctx_params.n_threads = ctx_params.n_threads_batch = threads
+        ctx_params.n_ctx = capacity
+        ctx_params.n_batch = ctx_params.n_ubatch = self.n_batch
+        ctx_params.n_threads = ctx_params.n_threads_batch = self.threads
         ctx_params.embeddings = True
         ctx_params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
         ctx_params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
-            llama_cpp.llama_model_free(self._model)
-            raise KazettsError(f"llama.cpp could not create a context of {n_ctx} positions for {self.file.path}")
-        self.n_ctx, self.n_batch = n_ctx, n_batch
-        self.hidden_size = self.file.hidden_size
-        self.position = 0
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+            raise KazettsError(f"llama.cpp could not create a context of {capacity} positions for {self.file.path}")
+        self.capacity = capacity
 
     # -- text -----------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
@@ -99,8 +126,12 @@ class Talker:
         return list(tokens[:n])
 
     # -- decoding -------------------------------------------------------------------------------
-    def reset(self) -> None:
-        """Forget the previous utterance (clears the KV cache)."""
+    def reset(self, positions: int | None = None) -> None:
+        """Forget the previous utterance (clears the KV cache) and make room for one of up to
+        `positions` (prompt + frames; default n_ctx)."""
+        if positions is not None and not 1 <= positions <= self.n_ctx:
+            raise ValueError(f"an utterance of {positions} positions does not fit the talker's context of {self.n_ctx}")
+        self._reserve(self.n_ctx if positions is None else positions)
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
         self.position = 0
 
@@ -108,8 +139,9 @@ class Talker:
         """Feeds [n, hidden] embeddings after what came before; returns (hidden [H], codec logits [V])
         of the last position."""
         embeddings = np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1, self.hidden_size)
-        if self.position + len(embeddings) > self.n_ctx:
-            raise ValueError(f"the utterance needs more than the talker's context of {self.n_ctx} positions")
+        if self.position + len(embeddings) > self.capacity:
+            raise ValueError(f"the utterance needs more than the {self.capacity} positions reset() made room for "
+                             f"(the talker's context holds at most {self.n_ctx})")
         for start in range(0, len(embeddings), self.n_batch):
             chunk = embeddings[start:start + self.n_batch]
             self._decode(chunk, output_last=start + self.n_batch >= len(embeddings))

@@ -55,6 +55,9 @@ class TalkerFile:
         self._check_types()
         self.voices = self._voices()
         self._check_ids()
+        # The vocabulary (155k tokens, 150k merges: ~60 MB of Python strings) is llama.cpp's to use.
+        for key in [k for k in self.header.kv if k.startswith("tokenizer.ggml.")]:
+            del self.header.kv[key]
 
     def _check_types(self) -> None:
         """Types llama.cpp's CPU backend computes with: it loads any ggml type, then aborts
@@ -90,6 +93,10 @@ class TalkerFile:
         for speaker, dialect in v.speaker_dialects.items():
             if dialect not in v.languages:
                 raise GGUFError(f"{self.path}: speaker {speaker}'s dialect {dialect!r} is not one of its languages")
+
+    def table_span(self, name: str) -> tuple[int, int]:
+        """(offset, bytes) of a tensor's data in the file."""
+        return self.header.data_start + self.header.offsets[name], self.header.nbytes(name)
 
     def field(self, key: str, default=None):
         return self.header.kv.get(key, default)

@@ -68,19 +68,23 @@ struct Step {
     int pos0 = 0;
 };
 
-// A host copy of a row table (embedding tables are only read a row at a time).
-struct HostTable {
+// A row table read from the file a row at a time, when a row is needed (embedding tables are
+// only read that way, 16 rows a frame): no copy of it stays in memory.
+struct FileTable {
+    const kz::GgufFile *file = nullptr;
+    int64_t id = -1;
     ggml_type type = GGML_TYPE_F32;
     int64_t ne0 = 0, rows = 0;  // rows over all stacked tables
     size_t row_size = 0;
-    std::vector<uint8_t> data;
+    mutable std::vector<uint8_t> raw;
 
     void row(int64_t r, float *out) const {
-        const uint8_t *src = data.data() + (size_t)r * row_size;
+        raw.resize(row_size);
+        file->read_part(id, (uint64_t)r * row_size, row_size, raw.data());
         if (type == GGML_TYPE_F32) {
-            std::memcpy(out, src, (size_t)ne0 * sizeof(float));
+            std::memcpy(out, raw.data(), (size_t)ne0 * sizeof(float));
         } else {
-            ggml_get_type_traits(type)->to_float(src, out, ne0);
+            ggml_get_type_traits(type)->to_float(raw.data(), out, ne0);
         }
     }
 };
@@ -100,7 +104,8 @@ struct kz_code_predictor {
     ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
     std::vector<Layer> layers;
     ggml_tensor *head = nullptr, *output_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr;
-    HostTable embd, out_embd;
+    std::unique_ptr<kz::GgufFile> file;  // the mmproj, open for the embedding tables' rows
+    FileTable embd, out_embd;
 
     std::vector<Step> steps;
     ggml_threadpool *pool = nullptr;
@@ -470,20 +475,22 @@ class Loader {
         return (size_t)rows * dst_row;
     }
 
-    void host_table(HostTable &ht, const std::string &name) {
-        int64_t id = find(gf_, name);
-        const int64_t *ne = ne_of(gf_, id);
-        ht.type = gguf_get_tensor_type(gf_.gguf(), id);
-        ht.ne0 = ne[0];
-        ht.rows = ne[1] * ne[2] * ne[3];
-        ht.row_size = ggml_row_size(ht.type, ht.ne0);
-        ht.data = gf_.read(id);
-        if (ht.data.size() != ht.row_size * (size_t)ht.rows) throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + name);
+    void file_table(FileTable &ft, const std::string &name) {
+        ft.file = &gf_;
+        ft.id = find(gf_, name);
+        const int64_t *ne = ne_of(gf_, ft.id);
+        ft.type = gguf_get_tensor_type(gf_.gguf(), ft.id);
+        ft.ne0 = ne[0];
+        ft.rows = ne[1] * ne[2] * ne[3];
+        ft.row_size = ggml_row_size(ft.type, ft.ne0);
+        if (gguf_get_tensor_size(gf_.gguf(), ft.id) != ft.row_size * (size_t)ft.rows) {
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + name);
+        }
     }
 
     void host_tables() {
-        host_table(m_.embd, std::string(P) + "embd.weight");
-        host_table(m_.out_embd, std::string(P) + "out_embd.weight");
+        file_table(m_.embd, std::string(P) + "embd.weight");
+        file_table(m_.out_embd, std::string(P) + "out_embd.weight");
     }
 };
 
@@ -723,14 +730,15 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         }
         if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
 
-        GgufFile gf(path);
         ggml_cpu_init();
         std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
+        m->file.reset(new GgufFile(path));
         m->q8_isa = q8_kernel(p.kernels);
-        Loader(*m, gf, p.weight_type).run();
+        Loader(*m, *m->file, p.weight_type).run();
         m->steps.resize(m->n_cb);
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
         set_threads(*m, p.n_threads);
+        kz::release_free_heap();  // the load's staging
         *out = m.release();
     }, [&](const char *message) { kz::write_error(err, err_len, kz::about_file(path, message)); }, KZ_ERR_FORMAT);
 }

@@ -1052,6 +1052,7 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
         if (!c->galloc) throw Error(KZ_ERR_NO_MEMORY, "cannot create the graph allocator");
         const int n = c->model.graph_size;
         c->graph_mem.resize(ggml_tensor_overhead() * (size_t)n + ggml_graph_overhead_custom(n, false));
+        kz::release_free_heap();  // the load's staging
         *out = c.release();
     }, [&](const char *message) { kz::write_error(err, err_len, kz::about_file(mmproj_path, message)); }, KZ_ERR_FORMAT);
 }

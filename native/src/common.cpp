@@ -17,6 +17,12 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#endif
+#if defined(__GLIBC__)
+#include <malloc.h>
 #endif
 
 int kz_abi_version(void) { return KZ_ABI_VERSION; }
@@ -59,6 +65,43 @@ void kz::advise_huge_pages(void *base, size_t size) {
 #else
     (void)base;
     (void)size;
+#endif
+}
+
+void kz::release_free_heap() {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
+int64_t kz_release_file_pages(const char *path, uint64_t offset, uint64_t length) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    struct stat st;
+    if (!path || stat(path, &st) != 0) return -1;
+    FILE *maps = std::fopen("/proc/self/maps", "r");
+    if (!maps) return -1;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), end_of_range = offset + length;
+    int64_t released = 0;
+    char line[4096 + 256];
+    while (std::fgets(line, sizeof line, maps)) {
+        unsigned long long start, end, file_offset, inode;
+        unsigned int dev_major, dev_minor;
+        char perms[8];
+        if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &file_offset, &dev_major, &dev_minor, &inode) != 7) continue;
+        // read-only mappings of this file only: dropping their pages loses nothing
+        if (inode != (unsigned long long)st.st_ino || dev_major != major(st.st_dev) || dev_minor != minor(st.st_dev) || perms[1] != '-') continue;
+        const uint64_t lo = std::max<uint64_t>(offset, file_offset), hi = std::min<uint64_t>(end_of_range, file_offset + (end - start));
+        if (lo >= hi) continue;
+        const uint64_t a = (start + (lo - file_offset) + page - 1) / page * page, b = (start + (hi - file_offset)) / page * page;
+        if (b > a && madvise((void *)a, b - a, MADV_DONTNEED) == 0) released += (int64_t)(b - a);
+    }
+    std::fclose(maps);
+    return released;
+#else
+    (void)path;
+    (void)offset;
+    (void)length;
+    return -1;
 #endif
 }
 
@@ -112,14 +155,19 @@ int64_t GgufFile::find(const std::string &name, bool required, const std::string
 }
 
 std::vector<uint8_t> GgufFile::read(int64_t id) const {
-    const uint64_t off = (uint64_t)gguf_get_data_offset(g_) + gguf_get_tensor_offset(g_, id);  // checked on open
-    const size_t nbytes = gguf_get_tensor_size(g_, id);
-    std::vector<uint8_t> buf(nbytes);
+    std::vector<uint8_t> buf(gguf_get_tensor_size(g_, id));
+    read_part(id, 0, buf.size(), buf.data());
+    return buf;
+}
+
+void GgufFile::read_part(int64_t id, uint64_t at, size_t nbytes, void *dst) const {
+    const uint64_t size = gguf_get_tensor_size(g_, id);
+    if (at > size || nbytes > size - at) throw error(std::string("read past the end of tensor ") + gguf_get_tensor_name(g_, id));
+    const uint64_t off = (uint64_t)gguf_get_data_offset(g_) + gguf_get_tensor_offset(g_, id) + at;  // inside the file: checked on open
     if (off > (uint64_t)std::numeric_limits<off_t>::max() || fseeko(f_, (off_t)off, SEEK_SET) != 0 ||
-        std::fread(buf.data(), 1, nbytes, f_) != nbytes) {
+        std::fread(dst, 1, nbytes, f_) != nbytes) {
         throw error(std::string("cannot read tensor ") + gguf_get_tensor_name(g_, id), KZ_ERR_IO);
     }
-    return buf;
 }
 
 double GgufFile::real(const std::string &key, double fallback) const {

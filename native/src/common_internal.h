@@ -47,6 +47,8 @@ class GgufFile {
     int64_t find(const std::string &name, bool required = true, const std::string &hint = "") const;
     // raw bytes of a tensor as stored
     std::vector<uint8_t> read(int64_t id) const;
+    // nbytes of them from byte `at` (KZ_ERR_FORMAT past the tensor's end, KZ_ERR_IO when unreadable)
+    void read_part(int64_t id, uint64_t at, size_t nbytes, void *dst) const;
     // a numeric key (`fallback` when absent); KZ_ERR_FORMAT when it is not a finite number
     double real(const std::string &key, double fallback) const;
     // an integer key in [lo, hi] (`fallback` when absent); KZ_ERR_FORMAT otherwise
@@ -78,6 +80,10 @@ void write_error(char *buf, size_t len, const std::string &message);
 // "madvise" mode): the stages stream their weights on every step, and 4 KiB pages cost a TLB
 // miss per page. Call before the buffer is first written. A no-op where unsupported.
 void advise_huge_pages(void *base, size_t size);
+
+// Hands the C heap's free pages back to the system (glibc keeps what a load freed, e.g. its
+// staging buffers, inside the heap and counted in the process's RSS). A no-op elsewhere.
+void release_free_heap();
 
 // The exception barrier of every exported function: runs `body`, returns KZ_OK, or turns an
 // exception into its status and hands its message to `report`; `unexpected` is the status of

@@ -13,13 +13,16 @@ namespace kz {
 namespace {
 
 const int POSITION_STREAMS = 4;  // IMROPE: pos[j * n_tokens + i] = p_i for j = 0..3
+// The KV cache grows in steps of llama.cpp's padding of attended cells (256): a context of whole
+// steps computes what an n_ctx one does, bit for bit (as kazetts/stages/talker.py).
+const int KV_STEP = 256;
 
 void quiet_log(ggml_log_level, const char *, void *) {}
 
 }  // namespace
 
 Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, bool verbose)
-    : n_ctx_(n_ctx), n_batch_(n_batch) {
+    : path_(path), n_ctx_(n_ctx), n_batch_(n_batch), threads_(threads) {
     if (!verbose) llama_log_set(quiet_log, nullptr);
     static std::once_flag backend;
     std::call_once(backend, [] { llama_backend_init(); });
@@ -31,25 +34,37 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     mp.use_extra_bufts = !ggml_cpu_has_amx_int8();
     model_ = llama_model_load_from_file(path.c_str(), mp);
     if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
+    vocab_ = llama_model_get_vocab(model_);
+    hidden_size_ = llama_model_n_embd(model_);
+    try {
+        reserve(1);  // a context that fails, fails here
+    } catch (...) {
+        llama_model_free(model_);
+        throw;
+    }
+}
+
+Talker::~Talker() {
+    if (ctx_) llama_free(ctx_);
+    llama_model_free(model_);
+}
+
+void Talker::reserve(int positions) {
+    const int capacity = std::min(n_ctx_, (positions + KV_STEP - 1) / KV_STEP * KV_STEP);
+    if (capacity <= capacity_) return;
+    if (ctx_) llama_free(ctx_);
+    ctx_ = nullptr;
+    capacity_ = 0;
     llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = uint32_t(n_ctx);
-    cp.n_batch = cp.n_ubatch = uint32_t(n_batch);
-    cp.n_threads = cp.n_threads_batch = threads;
+    cp.n_ctx = uint32_t(capacity);
+    cp.n_batch = cp.n_ubatch = uint32_t(n_batch_);
+    cp.n_threads = cp.n_threads_batch = threads_;
     cp.embeddings = true;
     cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
     cp.no_perf = true;
     ctx_ = llama_init_from_model(model_, cp);
-    if (!ctx_) {
-        llama_model_free(model_);
-        throw Error(KZ_ERR_FORMAT, "llama.cpp could not create a context for " + path);
-    }
-    vocab_ = llama_model_get_vocab(model_);
-    hidden_size_ = llama_model_n_embd(model_);
-}
-
-Talker::~Talker() {
-    llama_free(ctx_);
-    llama_model_free(model_);
+    if (!ctx_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not create a context of " + std::to_string(capacity) + " positions for " + path_);
+    capacity_ = capacity;
 }
 
 std::vector<int32_t> Talker::tokenize(const std::string &text) const {
@@ -63,14 +78,20 @@ std::vector<int32_t> Talker::tokenize(const std::string &text) const {
     return std::vector<int32_t>(tokens.begin(), tokens.begin() + n);
 }
 
-void Talker::reset() {
+void Talker::reset(int positions) {
+    if (positions < 0 || positions > n_ctx_) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "an utterance of " + std::to_string(positions) + " positions does not fit the talker's context of " +
+                                                 std::to_string(n_ctx_));
+    }
+    reserve(positions ? positions : n_ctx_);
     llama_memory_clear(llama_get_memory(ctx_), true);
     position_ = 0;
 }
 
 void Talker::step(const float *embeddings, int n) {
-    if (position_ + n > n_ctx_) {
-        throw Error(KZ_ERR_STATE, "the utterance needs more than the talker's context of " + std::to_string(n_ctx_) + " positions");
+    if (position_ + n > capacity_) {
+        throw Error(KZ_ERR_STATE, "the utterance needs more than the " + std::to_string(capacity_) + " positions reset() made room for (the talker's context holds at most " +
+                                      std::to_string(n_ctx_) + ")");
     }
     for (int start = 0; start < n; start += n_batch_) {
         decode(embeddings + size_t(start) * size_t(hidden_size_), std::min(n_batch_, n - start), start + n_batch_ >= n);

@@ -25,7 +25,10 @@ class Talker {
     // Token ids of text with the GGUF's tokenizer; special tokens are parsed, none added.
     std::vector<int32_t> tokenize(const std::string &text) const;
 
-    void reset();  // forget the previous utterance (clears the KV cache)
+    // Forgets the previous utterance (clears the KV cache) and makes room for one of up to
+    // `positions` (prompt + frames; 0: n_ctx): the KV cache holds what the longest utterance so
+    // far asked for, not n_ctx from the start.
+    void reset(int positions = 0);
     // Feeds n embeddings [n][hidden] after what came before; then hidden() and logits() are
     // the last position's.
     void step(const float *embeddings, int n);
@@ -38,11 +41,13 @@ class Talker {
 
   private:
     void decode(const float *embeddings, int n, bool output_last);
+    void reserve(int positions);  // a context of at least `positions` (made anew when smaller)
 
     llama_model *model_ = nullptr;
     llama_context *ctx_ = nullptr;
     const llama_vocab *vocab_ = nullptr;
-    int n_ctx_ = 0, n_batch_ = 0, hidden_size_ = 0, position_ = 0;
+    std::string path_;
+    int n_ctx_ = 0, n_batch_ = 0, threads_ = 0, capacity_ = 0, hidden_size_ = 0, position_ = 0;
 };
 
 }  // namespace kz

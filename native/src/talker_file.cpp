@@ -89,6 +89,8 @@ TalkerFile::TalkerFile(const std::string &path) : path_(path) {
         if (hidden_ < 1 || text_vocab_ < 1 || codec_vocab_ < 1) throw Error(KZ_ERR_FORMAT, path + ": token_embd and output shapes disagree");
         embd_offset_ = uint64_t(gguf_get_data_offset(g_)) + gguf_get_tensor_offset(g_, embd);
         voices_ = key_of(g_, "kazetts.model_type") >= 0 ? voices_from_metadata() : voices_from_token_names();
+        gguf_free(g_);  // its copy of the vocabulary (155k tokens, 150k merges) is llama.cpp's to keep
+        g_ = nullptr;
     } catch (...) {
         gguf_free(g_);
         std::fclose(f_);
@@ -96,10 +98,7 @@ TalkerFile::TalkerFile(const std::string &path) : path_(path) {
     }
 }
 
-TalkerFile::~TalkerFile() {
-    gguf_free(g_);
-    std::fclose(f_);
-}
+TalkerFile::~TalkerFile() { std::fclose(f_); }
 
 std::vector<float> TalkerFile::rows(const std::vector<int32_t> &ids, int offset) const {
     std::vector<float> out(ids.size() * size_t(hidden_));

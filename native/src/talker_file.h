@@ -28,6 +28,9 @@ class TalkerFile : public EmbeddingRows {
     int text_vocab() const { return text_vocab_; }
     int codec_vocab() const { return codec_vocab_; }
     const VoiceTable &voices() const { return voices_; }
+    // where token_embd lies in the file (the prompt reads its rows here, never through llama.cpp)
+    uint64_t embd_offset() const { return embd_offset_; }
+    uint64_t embd_bytes() const { return row_bytes_ * uint64_t(text_vocab_ + codec_vocab_); }
 
   private:
     std::vector<float> rows(const std::vector<int32_t> &ids, int offset) const;
@@ -35,7 +38,7 @@ class TalkerFile : public EmbeddingRows {
     VoiceTable voices_from_token_names() const;
 
     std::string path_;
-    gguf_context *g_ = nullptr;
+    gguf_context *g_ = nullptr;  // the header, while the constructor reads it
     FILE *f_ = nullptr;
     int hidden_ = 0, text_vocab_ = 0, codec_vocab_ = 0;
     int embd_type_ = 0;

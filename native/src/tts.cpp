@@ -203,7 +203,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         int want = 1;                  // a piece's first frame alone, then chunk_frames
         int status = kz_codec_reset(codec);
         if (status != KZ_OK) throw Error(status, kz_codec_last_error(codec));
-        talker->reset();
+        talker->reset(int(piece.prompt.n_prefill()) + piece.budget);
         sampler.reset();
 
         // Decodes the pending frames and hands their audio to the callback; false = stop.
@@ -306,6 +306,11 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             if (p.n_ctx < 16 || p.n_batch < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
             tts.reset(new kz_tts());
             tts->file.reset(new kz::TalkerFile(talker_path));
+            // the talker first: llama.cpp reads all of its file in while loading, so its peak comes
+            // before the other stages exist; token_embd's pages then leave the process (the prompt
+            // reads its rows from the file, llama.cpp never does: the talker is fed embeddings)
+            tts->talker.reset(new kz::Talker(talker_path, p.n_threads, p.n_ctx, p.n_batch, p.verbose != 0));
+            kz_release_file_pages(talker_path, tts->file->embd_offset(), tts->file->embd_bytes());
             char buf[1024] = "";
             kz_cp_params cpp = kz_cp_default_params();
             cpp.n_threads = p.n_threads;
@@ -318,7 +323,6 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                 throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +
                                                " (code predictor width or codec vocabulary differ)");
             }
-            tts->talker.reset(new kz::Talker(talker_path, p.n_threads, p.n_ctx, p.n_batch, p.verbose != 0));
             tts->sample_rate = kz_codec_sample_rate(tts->codec);
             tts->samples_per_frame = kz_codec_samples_per_frame(tts->codec);
             const kz::VoiceTable &v = tts->file->voices();

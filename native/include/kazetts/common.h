@@ -41,6 +41,13 @@ KZ_API const char *kz_built_with(void);
 /* A static, human-readable name of a status code. */
 KZ_API const char *kz_status_name(int status);
 
+/* Drops this process's resident pages of bytes [offset, offset + length) of the file at `path`
+ * from every read-only mapping of it (whole pages inside the range only), e.g. a tensor of a
+ * memory-mapped model that is never read: the pages stay in the page cache and come back on
+ * the next read, but no longer count in the process's RSS. Returns the bytes released, or -1
+ * where it cannot tell (not Linux, no /proc, no such file). */
+KZ_API int64_t kz_release_file_pages(const char *path, uint64_t offset, uint64_t length);
+
 #ifdef __cplusplus
 }
 #endif
