@@ -117,7 +117,8 @@ def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: fl
     settings = (f"preset `{a.preset}` (synthetic Base, seed {a.seed}), {a.frames} frames "
                 f"({a.frames * 0.08:.2f} s of audio) of a {len(TEXT.split())}-word French paragraph, greedy, "
                 "end-of-speech forbidden, non-streaming text prompt (kazetts also the streaming-text one: the "
-                f"'streaming text' rows), x-vector speaker; kazetts codec weights {a.codec}, audio for the first frame then every {a.chunk_frames} frames; reference float32 SDPA")
+                f"'streaming text' rows), x-vector speaker; kazetts codec weights {a.codec}, audio for the "
+                f"first frame then every {a.chunk_frames} frames; reference float32 SDPA")
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
         settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
