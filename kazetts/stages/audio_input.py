@@ -77,8 +77,9 @@ def check_ref_silence(seconds) -> float:
 
 def append_silence(audio: np.ndarray, seconds: float) -> np.ndarray:
     """The 24 kHz reference with round(seconds * 24000) zeros after it: the usual remedy for ICL
-    continuing the reference's last phoneme into its output (both encoders then end on silence)."""
-    n = round(check_ref_silence(seconds) * SAMPLE_RATE)
+    continuing the reference's last phoneme into its output (both encoders then end on silence).
+    `seconds` as check_ref_silence returns it (enroll checks it once, before any work)."""
+    n = round(seconds * SAMPLE_RATE)
     return np.concatenate([audio, np.zeros(n, np.float32)]) if n else audio
 
 
