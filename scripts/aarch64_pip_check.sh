@@ -115,7 +115,9 @@ stage_inputs() {
     log "sdist and tiny checkpoint (x86-64 host)"
     rm -rf "$ROOT$WORK"
     mkdir -p "$ROOT$WORK"
-    SDIST=$("$VENV_PYTHON" -c "from scikit_build_core.build import build_sdist; print(build_sdist('$ROOT$WORK'))")
+    # build_sdist prints its banner on stdout: only the file name it returns goes to fd 3
+    SDIST=$("$VENV_PYTHON" -c "import os, sys; from scikit_build_core.build import build_sdist
+sys.stdout = sys.stderr; os.write(3, build_sdist('$ROOT$WORK').encode())" 3>&1 1>&2)
     "$VENV_PYTHON" scripts/make_checkpoint.py tiny "$ROOT$WORK/tiny-custom_voice" -q
 }
 
