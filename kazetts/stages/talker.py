@@ -2,13 +2,12 @@
 
 Each call feeds embeddings (the prefill, then one vector per frame) and returns, for the last
 position only, the hidden state after the final norm (the code predictor's input) and the
-3072 codec logits (CB0). Only that row is asked for, but with embeddings on llama.cpp outputs
-every position of a batch (llama_batch_allocr: "embeddings required but some input tokens were
-not marked as outputs -> overriding"): a prefill of n rows computes the (3072-row) head for all
-of them and fills n rows of 155008 logits in its compute and output buffers (~1.9 MB a row, ~85
-MB for 45 rows). Decoding the prompt without outputs and its last row alone avoids that, but
-costs one more pass over the weights: slower for the ~10-row prompts of streaming text, so it is
-not done.
+3072 codec logits (CB0). That row is the only output: the context computes logits without
+embeddings (with embeddings on, llama.cpp outputs every row of a batch, "embeddings required but
+some input tokens were not marked as outputs -> overriding": the last layer's FFN, the head and
+155008 padded logits for each prompt row, with compute and output buffers for n_batch such rows,
+~85 MB), and libkazetts' eval callback copies the hidden state of the output row while the graph
+runs (kazetts/talker.h: the context parameters of both engines come from there).
 
 The model uses IMROPE (M-RoPE, interleaved): a batch carries 4 position streams per token,
 section-major (pos[j * n_tokens + i] = p_i for j = 0..3); in TTS all streams are equal, so
@@ -32,6 +31,17 @@ from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
 KV_STEP = 256  # the KV cache grows in steps of llama.cpp's padding of attended cells
+
+
+class _Hidden(ctypes.Structure):
+    """kz_talker_hidden: where a decode's eval callback copies the output row's hidden state."""
+
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_float)), ("n_embd", ctypes.c_int64), ("written", ctypes.c_int32)]
+
+
+def _native():
+    return native.bind({"kz_talker_context_params": (None, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                                            ctypes.c_int32, ctypes.POINTER(_Hidden)])})
 
 
 def extra_buffers_are_safe() -> bool:
@@ -82,6 +92,8 @@ class Talker:
         native.release_file_pages(self.file.path, *self.file.table_span(names.TOKEN_EMBD))
         self.n_ctx, self.n_batch, self.threads = n_ctx, n_batch, threads
         self.hidden_size = self.file.hidden_size
+        self._hidden_row = np.zeros(self.hidden_size, dtype=np.float32)
+        self._hidden = _Hidden(self._hidden_row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), self.hidden_size, 0)
         self.position = self.capacity = 0
         self._ctx = None
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
@@ -103,12 +115,8 @@ class Talker:
             llama_cpp.llama_free(self._ctx)
             self._ctx, self.capacity = None, 0
         ctx_params = llama_cpp.llama_context_default_params()
-        ctx_params.n_ctx = capacity
-        ctx_params.n_batch = ctx_params.n_ubatch = self.n_batch
-        ctx_params.n_threads = ctx_params.n_threads_batch = self.threads
-        ctx_params.embeddings = True
-        ctx_params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
-        ctx_params.no_perf = True
+        _native().kz_talker_context_params(ctypes.byref(ctx_params), capacity, self.n_batch, self.threads,
+                                           ctypes.byref(self._hidden))
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             raise KazettsError(f"llama.cpp could not create a context of {capacity} positions for {self.file.path}")
@@ -142,13 +150,15 @@ class Talker:
         if self.position + len(embeddings) > self.capacity:
             raise ValueError(f"the utterance needs more than the {self.capacity} positions reset() made room for "
                              f"(the talker's context holds at most {self.n_ctx})")
+        self._hidden.written = 0
         for start in range(0, len(embeddings), self.n_batch):
             chunk = embeddings[start:start + self.n_batch]
             self._decode(chunk, output_last=start + self.n_batch >= len(embeddings))
-        hidden = np.ctypeslib.as_array(llama_cpp.llama_get_embeddings_ith(self._ctx, -1), shape=(self.hidden_size,))
+        if not self._hidden.written:
+            raise KazettsError(f"llama.cpp's graph for {self.file.path} gave no hidden state (result_norm)")
         n_vocab = self.file.text_vocab_size + self.file.codec_vocab_size
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(n_vocab,))
-        return hidden.copy(), logits[self.file.text_vocab_size:].copy()
+        return self._hidden_row.copy(), logits[self.file.text_vocab_size:].copy()
 
     def _decode(self, chunk: np.ndarray, output_last: bool) -> None:
         n = len(chunk)

@@ -134,10 +134,12 @@ struct State {
 // ---------------------------------------------------------------------------------------------
 
 // A weight to create: its final shape/type, and how to read its values (in its final layout)
-// once the buffer exists: one tensor is staged in F32 at a time, never the whole model.
+// once the buffer exists: one tensor is staged in F32 at a time, never the whole model; or,
+// for a tensor kept as stored, its bytes as they are in the file.
 struct Pending {
     ggml_tensor *dst;
     std::function<std::vector<float>()> read;
+    std::function<std::vector<uint8_t>()> bytes;
 };
 
 // shape of a packed conv weight (see Conv::packed)
@@ -168,7 +170,18 @@ struct Builder {
             default: t = ggml_new_tensor_3d(m.ctx, type, ne[0], ne[1], ne[2]); break;
         }
         ggml_set_name(t, name.c_str());
-        pending.push_back({t, std::move(read)});
+        pending.push_back({t, std::move(read), nullptr});
+        return t;
+    }
+    // a row table kept in the file's type, read with ggml_get_rows: its rows dequantize with the
+    // same to_float the F32 staging would apply, so the values are those of an F32 copy, in a
+    // fraction of the memory (Q8_0 codebooks: 8.5 MB instead of 32)
+    ggml_tensor *stored(const std::string &name, std::vector<int64_t> ne) {
+        ggml_tensor *s = L.src(name);
+        L.need(ggml_nelements(s) == ne[0] * ne[1] && s->ne[0] == ne[0], "tensor " + name + " has shape " + kz::shape_str(s->ne, GGML_MAX_DIMS));
+        ggml_tensor *t = ggml_new_tensor_2d(m.ctx, s->type, ne[0], ne[1]);
+        ggml_set_name(t, name.c_str());
+        pending.push_back({t, nullptr, [this, s] { return L.file.read(gguf_find_tensor(L.file.gguf(), s->name)); }});
         return t;
     }
     void expect(const ggml_tensor *t, std::vector<int64_t> ne) const {
@@ -300,9 +313,8 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     if (!m.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
     Builder B{m, L, fast, {}};
 
-    m.cb_first = B.plain(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
-    m.cb_rest = B.make(W + "quant.rest.codebook.weight", GGML_TYPE_F32, {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)},
-                        [&L, cbr] { return L.read(cbr); });
+    m.cb_first = B.stored(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
+    m.cb_rest = B.stored(W + "quant.rest.codebook.weight", {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)});
     m.out_first = B.plain(W + "quant.first.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.out_rest = B.plain(W + "quant.rest.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.pre_conv = B.conv(W + "pre_conv", 1, fast);
@@ -408,16 +420,25 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec weights");
     kz::advise_huge_pages(ggml_backend_buffer_get_base(m.buf), ggml_backend_buffer_get_size(m.buf));
-    std::vector<uint8_t> packed;
+    if (!ggml_backend_buffer_is_host(m.buf)) throw Error(KZ_ERR_NO_MEMORY, "the codec weights are not in host memory");
+    // The largest first: a tensor's staging (up to twice its F32 size, 151 MB for the first
+    // ConvTranspose) then comes before the other weights are resident, so the load's peak stays
+    // near the loaded size instead of the size plus the largest staging (~100 MB more).
+    std::stable_sort(B.pending.begin(), B.pending.end(),
+                     [](const Pending &a, const Pending &b) { return ggml_nelements(a.dst) > ggml_nelements(b.dst); });
     for (Pending &p : B.pending) {
+        if (p.bytes) {
+            const std::vector<uint8_t> raw = p.bytes();
+            if (raw.size() != ggml_nbytes(p.dst)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
+            ggml_backend_tensor_set(p.dst, raw.data(), 0, raw.size());
+            continue;
+        }
         const std::vector<float> data = p.read();
         if ((int64_t)data.size() != ggml_nelements(p.dst)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
         if (p.dst->type == GGML_TYPE_F32) {
             ggml_backend_tensor_set(p.dst, data.data(), 0, ggml_nbytes(p.dst));
-        } else {
-            packed.resize(ggml_nbytes(p.dst));
-            ggml_quantize_chunk(p.dst->type, data.data(), packed.data(), 0, ggml_nrows(p.dst), p.dst->ne[0], nullptr);
-            ggml_backend_tensor_set(p.dst, packed.data(), 0, packed.size());
+        } else {  // converted straight into the (host) weight buffer
+            ggml_quantize_chunk(p.dst->type, data.data(), p.dst->data, 0, ggml_nrows(p.dst), p.dst->ne[0], nullptr);
         }
     }
 }

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace kz {
 
@@ -15,11 +14,13 @@ ggml_tensor *GgufReader::src(const std::string &name, bool required) const {
 
 std::vector<float> GgufReader::read(const ggml_tensor *t) const {
     need(can_dequantize(t->type), std::string("tensor ") + t->name + " has unsupported type " + ggml_type_name(t->type));
-    const std::vector<uint8_t> raw = file.read(gguf_find_tensor(file.gguf(), t->name));
+    const int64_t id = gguf_find_tensor(file.gguf(), t->name);
     std::vector<float> out(ggml_nelements(t));
-    if (t->type == GGML_TYPE_F32) {
-        std::memcpy(out.data(), raw.data(), raw.size());
+    if (t->type == GGML_TYPE_F32) {  // read in place: no second copy of the largest tensors
+        need(gguf_get_tensor_size(file.gguf(), id) == out.size() * sizeof(float), std::string("tensor ") + t->name + " has a wrong size");
+        file.read_part(id, 0, out.size() * sizeof(float), out.data());
     } else {
+        const std::vector<uint8_t> raw = file.read(id);
         ggml_get_type_traits(t->type)->to_float(raw.data(), out.data(), (int64_t)out.size());
     }
     return out;

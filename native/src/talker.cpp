@@ -2,10 +2,13 @@
 #include "talker.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "common_internal.h"
+#include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "kazetts/talker.h"
 #include "llama.h"
 
 namespace kz {
@@ -18,6 +21,23 @@ const int POSITION_STREAMS = 4;  // IMROPE: pos[j * n_tokens + i] = p_i for j = 
 const int KV_STEP = 256;
 
 void quiet_log(ggml_log_level, const char *, void *) {}
+
+// The tensor llama.cpp's graphs name the hidden state after the final norm (res->t_embd, what
+// llama_get_embeddings copies out): [n_embd, output rows].
+const char HIDDEN_TENSOR[] = "result_norm";
+
+// llama.cpp's eval callback: asked about every node, it wants only the hidden state; given it
+// once computed (before later nodes may reuse its memory), it copies the last row.
+bool copy_hidden(ggml_tensor *t, bool ask, void *user_data) {
+    if (ask) return std::strcmp(t->name, HIDDEN_TENSOR) == 0;
+    auto *hidden = static_cast<kz_talker_hidden *>(user_data);
+    const int64_t rows = ggml_nrows(t);
+    if (t->type == GGML_TYPE_F32 && t->ne[0] == hidden->n_embd && rows > 0) {
+        ggml_backend_tensor_get(t, hidden->data, size_t(rows - 1) * t->nb[1], size_t(hidden->n_embd) * sizeof(float));
+        hidden->written = 1;
+    }
+    return true;
+}
 
 }  // namespace
 
@@ -36,6 +56,8 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
     vocab_ = llama_model_get_vocab(model_);
     hidden_size_ = llama_model_n_embd(model_);
+    hidden_row_.resize(size_t(hidden_size_));
+    hidden_ = {hidden_row_.data(), hidden_size_, 0};
     try {
         reserve(1);  // a context that fails, fails here
     } catch (...) {
@@ -56,12 +78,7 @@ void Talker::reserve(int positions) {
     ctx_ = nullptr;
     capacity_ = 0;
     llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = uint32_t(capacity);
-    cp.n_batch = cp.n_ubatch = uint32_t(n_batch_);
-    cp.n_threads = cp.n_threads_batch = threads_;
-    cp.embeddings = true;
-    cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
-    cp.no_perf = true;
+    kz_talker_context_params(&cp, capacity, n_batch_, threads_, &hidden_);
     ctx_ = llama_init_from_model(model_, cp);
     if (!ctx_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not create a context of " + std::to_string(capacity) + " positions for " + path_);
     capacity_ = capacity;
@@ -93,12 +110,14 @@ void Talker::step(const float *embeddings, int n) {
         throw Error(KZ_ERR_STATE, "the utterance needs more than the " + std::to_string(capacity_) + " positions reset() made room for (the talker's context holds at most " +
                                       std::to_string(n_ctx_) + ")");
     }
+    hidden_.written = 0;
     for (int start = 0; start < n; start += n_batch_) {
         decode(embeddings + size_t(start) * size_t(hidden_size_), std::min(n_batch_, n - start), start + n_batch_ >= n);
     }
+    if (!hidden_.written) throw Error(KZ_ERR_COMPUTE, "llama.cpp's graph for " + path_ + " has no " + HIDDEN_TENSOR + " row");
 }
 
-const float *Talker::hidden() const { return llama_get_embeddings_ith(ctx_, -1); }
+const float *Talker::hidden() const { return hidden_row_.data(); }
 const float *Talker::logits() const { return llama_get_logits_ith(ctx_, -1); }
 
 void Talker::decode(const float *embeddings, int n, bool output_last) {
@@ -124,3 +143,15 @@ void Talker::decode(const float *embeddings, int n, bool output_last) {
 }
 
 }  // namespace kz
+
+KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t n_batch, int32_t n_threads, kz_talker_hidden *hidden) {
+    auto &cp = *static_cast<llama_context_params *>(llama_params);
+    cp.n_ctx = uint32_t(n_ctx);
+    cp.n_batch = cp.n_ubatch = uint32_t(n_batch);
+    cp.n_threads = cp.n_threads_batch = n_threads;
+    cp.embeddings = false;  // with embeddings on, every row of a batch is an output
+    cp.n_outputs_max = 1;   // sizes the compute and output buffers for one row of logits
+    cp.cb_eval = kz::copy_hidden;
+    cp.cb_eval_user_data = hidden;
+    cp.no_perf = true;
+}

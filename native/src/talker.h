@@ -1,12 +1,14 @@
 // The talker: a llama.cpp qwen3tts model fed embedding vectors through llama.h (the libllama
 // that llama-cpp-python ships), as kazetts/stages/talker.py drives it: IMROPE batches with
-// 4 x n_tokens positions, one output row (the last position) per call, plain CPU buffers on
-// AMX CPUs.
+// 4 x n_tokens positions, one output row (the last position) per call, its hidden state read
+// by the eval callback (kazetts/talker.h), plain CPU buffers on AMX CPUs.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "kazetts/talker.h"
 
 struct llama_model;
 struct llama_context;
@@ -46,6 +48,8 @@ class Talker {
     llama_model *model_ = nullptr;
     llama_context *ctx_ = nullptr;
     const llama_vocab *vocab_ = nullptr;
+    std::vector<float> hidden_row_;  // the last call's hidden state, written by the eval callback
+    kz_talker_hidden hidden_{};
     std::string path_;
     int n_ctx_ = 0, n_batch_ = 0, threads_ = 0, capacity_ = 0, hidden_size_ = 0, position_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "check.h"
+#include "kazetts/talker.h"
 #include "llama.h"
 
 namespace {
@@ -26,12 +27,15 @@ struct ContextDeleter {
 
 void quiet_log(ggml_log_level, const char *, void *) {}
 
-// A loaded talker as kazetts/talker.py sets it up: plain CPU buffers, embeddings out, 1024
-// positions, prefill chunks of 64.
+// A loaded talker as kazetts/talker.py sets it up: plain CPU buffers, 1024 positions, prefill
+// chunks of 64, the context of kz_talker_context_params (one output row, its hidden state from
+// the eval callback).
 struct Talker {
     std::unique_ptr<llama_model, ModelDeleter> model;
     std::unique_ptr<llama_context, ContextDeleter> ctx;
     int n_embd = 0, n_vocab = 0, n_batch = 64, position = 0;
+    std::vector<float> hidden_row;
+    kz_talker_hidden hidden_out{};
 
     Talker(const std::string &path, int threads) {
         llama_model_params mp = llama_model_default_params();
@@ -39,25 +43,24 @@ struct Talker {
         mp.use_extra_bufts = false;
         model.reset(llama_model_load_from_file(path.c_str(), mp));
         if (!model) throw std::runtime_error("llama.cpp could not load " + path);
-        llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = 1024;
-        cp.n_batch = cp.n_ubatch = uint32_t(n_batch);
-        cp.n_threads = cp.n_threads_batch = threads;
-        cp.embeddings = true;
-        cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
-        cp.no_perf = true;
-        ctx.reset(llama_init_from_model(model.get(), cp));
-        if (!ctx) throw std::runtime_error("llama.cpp could not create a context for " + path);
         n_embd = llama_model_n_embd(model.get());
         n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+        hidden_row.resize(size_t(n_embd));
+        hidden_out = {hidden_row.data(), n_embd, 0};
+        llama_context_params cp = llama_context_default_params();
+        kz_talker_context_params(&cp, 1024, n_batch, threads, &hidden_out);
+        ctx.reset(llama_init_from_model(model.get(), cp));
+        if (!ctx) throw std::runtime_error("llama.cpp could not create a context for " + path);
     }
 
     // Feeds n embeddings; only the last position of the last chunk is an output.
     void step(const float *embd, int n) {
+        hidden_out.written = 0;
         for (int start = 0; start < n; start += n_batch) decode(embd + size_t(start) * size_t(n_embd), std::min(n_batch, n - start), start + n_batch >= n);
+        if (!hidden_out.written) throw std::runtime_error("the talker's graph gave no hidden state");
     }
 
-    const float *hidden() { return llama_get_embeddings_ith(ctx.get(), -1); }
+    const float *hidden() { return hidden_row.data(); }
     const float *logits() { return llama_get_logits_ith(ctx.get(), -1); }
 
   private:
