@@ -6,13 +6,17 @@ thread left once a request ends."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
 
 import numpy as np
 import pytest
+import soundfile
 
+from conftest import REPO
 from kazetts.engine.native_tts import NativeTTS, auto_codec_threads
 from kazetts.engine.tts import TTS
 from kazetts.gguf.errors import KazettsError
@@ -186,3 +190,24 @@ def test_codec_threads_default_and_range(tiny_gguf):
         TTS(*files, codec_threads=-1)
     with pytest.raises(native.NativeError, match="invalid argument: codec_threads must be <= 512"):
         NativeTTS(*files, codec_threads=513)
+
+
+def test_say_codec_threads_flag(tiny_gguf, tmp_path):
+    """`kazetts say --codec-threads N`: the same WAV serial and overlapped; a bad count is refused
+    in one line, naming the flag."""
+    model = tiny_gguf("tiny", "custom_voice", "f32", 0)[0].parent
+
+    def say(*args):
+        return subprocess.run([sys.executable, "-m", "kazetts", "say", "Bonjour !", "--model", str(model),
+                               "--speaker", "vivian", "--greedy", "--max-frames", "5", "--threads", "1", *args],
+                              capture_output=True, text=True, cwd=REPO)
+
+    wavs = []
+    for n in (0, 1):
+        out = tmp_path / f"c{n}.wav"
+        r = say("-o", str(out), "--codec-threads", str(n))
+        assert r.returncode == 0, r.stderr
+        wavs.append(soundfile.read(out, dtype="int16")[0])
+    assert len(wavs[0]) == 5 * 1920 and np.array_equal(wavs[0], wavs[1])
+    bad = say("-o", str(tmp_path / "bad.wav"), "--codec-threads", "-1")
+    assert bad.returncode == 2 and "argument --codec-threads: must be 0..512, got -1" in bad.stderr
