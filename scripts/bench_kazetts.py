@@ -1,7 +1,7 @@
 """kazetts side of scripts/bench.py: one request in its own process (runtime environment).
 
     .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
-                     [--text-streaming]
+                     [--text-streaming] [--codec-threads N]
 
 Prints one JSON line: load (with a short warm-up request, as llama-tts warms up while loading),
 then for the timed request prefill, talker, code predictor and codec seconds, first audio and
@@ -52,6 +52,8 @@ def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     ap.add_argument("--language", default="french")
     ap.add_argument("--frames", type=int, required=True)
     ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--codec-threads", type=int, default=0,
+                    help="the codec's own threads, overlapped with the talker (0, the default here: serial)")
     ap.add_argument("--codec", default="f16", help="codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
     ap.add_argument("--text-streaming", action="store_true",
@@ -66,7 +68,7 @@ def main() -> None:
 
     a, options = worker_arguments(__doc__)
     start = time.perf_counter()
-    tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)
+    tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec, codec_threads=a.codec_threads)
     forbid_eos(tts)
     for _ in tts.stream(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options):
         pass

@@ -28,7 +28,7 @@ from kazetts.engine.native_tts import NativeTTS  # noqa: E402
 def main() -> None:
     a, options = worker_arguments(__doc__)
     start = time.perf_counter()
-    tts = NativeTTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)
+    tts = NativeTTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec, codec_threads=a.codec_threads)
     tts.synthesize(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options)
     load, load_rss = time.perf_counter() - start, peak_rss_mb()
     first_audio = []

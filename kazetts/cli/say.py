@@ -71,6 +71,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "or $KAZETTS_MODEL)")
     p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2,
                    help=f"CPU threads per stage, 1..{MAX_THREADS} (default 2)")
+    p.add_argument("--codec-threads", type=int_in(0, MAX_THREADS), default=None,
+                   help="the codec decoder's own threads, decoding while the talker makes the next frames "
+                        "(0: serial; default: the cores beyond --threads, at most --threads; 0 without a spare core)")
 
 
 def add_ref_silence_argument(p: argparse.ArgumentParser) -> None:
@@ -84,7 +87,8 @@ def engine(args: argparse.Namespace, codec_weights: str):
     from kazetts.engine.model_files import find_model_files
 
     talker, mmproj = find_model_files(pathlib.Path(args.model))
-    return TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=codec_weights)
+    return TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=codec_weights,
+               codec_threads=getattr(args, "codec_threads", None))  # validate has no --codec-threads
 
 
 class _Progress:

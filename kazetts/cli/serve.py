@@ -23,7 +23,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     def load() -> TTS:
         try:
-            tts = TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=args.codec)
+            tts = TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=args.codec,
+                      codec_threads=args.codec_threads)
             if args.voice and args.voice.lower() not in tts.speakers:
                 raise ValueError(f"unknown --voice {args.voice!r}; choose one of {tts.speakers}")
         except Exception as error:

@@ -28,7 +28,7 @@ N_CODEBOOKS = 16
 class Params(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("n_threads", ctypes.c_int32), ("codec_weights", ctypes.c_int32),
                 ("cp_weights", ctypes.c_int32), ("n_ctx", ctypes.c_int32), ("n_batch", ctypes.c_int32),
-                ("verbose", ctypes.c_int32)]
+                ("verbose", ctypes.c_int32), ("codec_threads", ctypes.c_int32)]
 
 
 class Request(ctypes.Structure):
@@ -66,6 +66,8 @@ def lib() -> ctypes.CDLL:
         P = ctypes.c_void_p
         lib.kz_tts_default_params.restype = Params
         lib.kz_tts_default_request.restype = Request
+        lib.kz_tts_auto_codec_threads.argtypes = [ctypes.c_int32]
+        lib.kz_tts_auto_codec_threads.restype = ctypes.c_int32
         lib.kz_tts_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Params), ctypes.POINTER(P),
                                     ctypes.c_char_p, ctypes.c_size_t]
         lib.kz_tts_free.argtypes = [P]
@@ -84,6 +86,12 @@ def lib() -> ctypes.CDLL:
                                          ctypes.POINTER(ctypes.c_uint64)]
         _BOUND = True
     return lib
+
+
+def auto_codec_threads(threads: int) -> int:
+    """codec_threads' default for `threads` talker threads (kz_tts_auto_codec_threads): the
+    process's spare cores, at most `threads`; 0 (serial) without a spare core."""
+    return int(lib().kz_tts_auto_codec_threads(int(threads)))
 
 
 def _utf8(s: str | None) -> bytes | None:
@@ -151,12 +159,16 @@ class NativeTTS(native.NativeHandle):
 
     _free_name, _last_error_name = "kz_tts_free", "kz_tts_last_error"
 
-    def __init__(self, talker, mmproj, threads: int = 2, codec_weights: str = "f16", n_ctx: int = 2048):
+    def __init__(self, talker, mmproj, threads: int = 2, codec_weights: str = "f16", n_ctx: int = 2048,
+                 codec_threads: int | None = None):
+        """codec_threads as kazetts.TTS's (None: the library's default, kz_tts_auto_codec_threads)."""
         if codec_weights not in CODEC_WEIGHTS:
             raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(CODEC_WEIGHTS)}")
         self._lib = lib()
         params = self._lib.kz_tts_default_params()
         params.n_threads, params.codec_weights, params.n_ctx = int(threads), CODEC_WEIGHTS[codec_weights], int(n_ctx)
+        if codec_threads is not None:
+            params.codec_threads = int(codec_threads)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
         native.check(self._lib.kz_tts_load(os.fsencode(str(talker)), os.fsencode(str(mmproj)), ctypes.byref(params),

@@ -39,6 +39,8 @@ from kazetts.stages.prompt import (ROLE_TOKENS, TAIL_TOKENS, Prompt, build_icl_p
 from kazetts.stages.sampling import TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY, Sampling, TalkerSampler
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
+from kazetts.engine.codec_pipeline import CodecPipeline
+from kazetts.engine.native_tts import auto_codec_threads
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
 from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
@@ -88,25 +90,36 @@ class TTS:
 
     One request at a time: a second `stream` while one runs (another thread, or two generators
     interleaved) raises BusyError. `close()` (or `with kazetts.TTS(...) as tts:`) frees the
-    native memory at once; a stream running meanwhile frees it when it ends."""
+    native memory at once; a stream running meanwhile frees it when it ends.
+
+    `threads` runs the talker and the code predictor (and the codec, serial). `codec_threads`
+    >= 1 gives the codec decoder that many threads of its own on a worker thread, decoding the
+    frames already made while the talker and code predictor make the next ones (a frame then
+    costs about max(talker + code predictor, codec) instead of their sum, given free cores);
+    0 is serial; None (default) is 0 when the process has no core beyond `threads` (an
+    overlapped codec would only take the talker's cycles), else the spare cores, at most
+    `threads` (kz_tts_auto_codec_threads, the native engine's rule). The samples, chunks and
+    their order are the same either way, in stream, synthesize and stream_text."""
 
     def __init__(self, talker: str, mmproj: str, threads: int = 2, codec_weights: str = "f16",
-                 n_ctx: int = 2048):
+                 n_ctx: int = 2048, codec_threads: int | None = None):
         threads = check_int("threads", threads, 1, MAX_THREADS)
+        codec_threads = auto_codec_threads(threads) if codec_threads is None else \
+            check_int("codec_threads", codec_threads, 0, MAX_THREADS)
         self._lock = threading.Lock()
         self._closed = False
         self.talker = self.code_predictor = self.codec = self._speaker_encoder = None
         try:
             self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
             self.code_predictor = CodePredictor(mmproj, threads=threads)
-            self.codec = CodecDecoder(mmproj, threads=threads, weights=codec_weights)
+            self.codec = CodecDecoder(mmproj, threads=codec_threads or threads, weights=codec_weights)
             self._check_files_match(mmproj)
         except BaseException:
             self._free()
             raise
         self.voices = self.talker.file.voices
         self.sample_rate = self.codec.sample_rate
-        self.mmproj, self.threads = str(mmproj), threads
+        self.mmproj, self.threads, self.codec_threads = str(mmproj), threads, codec_threads
         self.mmproj_tensors = frozenset(GGUFHeader(mmproj).tensors)  # what the mmproj holds (e.g. a codec encoder)
         self._fingerprint: ModelFingerprint | None = None
         self._codec_encoder: CodecEncoder | None = None
@@ -362,38 +375,32 @@ class TTS:
                                 ref_codes, ref_text)
         timings = timings if timings is not None else {}
         rng, sampler, predictor = self._samplers(sampling, seed)
-        start, total_frames, joiner = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES)
-        for index, (prompt, budget) in enumerate(prompts):
-            last_piece = index + 1 == len(prompts)
-            if ref_codes is None:
-                self.codec.reset()
-            else:
-                clock = time.perf_counter()
-                prime_codec(self.codec, ref_codes)
-                timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
-            trace = TalkerTrace(record=False)
-            pending: list[np.ndarray] = []
-            frames = talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings)
-            for codes in _batched(frames, 1, chunk_frames):
-                self._check_open()
-                clock = time.perf_counter()
-                audio = self.codec.stream(np.stack(codes))
-                timings["codec"] = timings.get("codec", 0.0) + time.perf_counter() - clock
-                total_frames += len(codes)
-                pending.extend(codes)
-                if "first_chunk" not in timings:
-                    timings["first_chunk"] = time.perf_counter() - start
-                yield AudioChunk(joiner.push(audio, last_piece), index, total_frames)
-            joiner.end_piece()
-            if trace.stopped_by != "eos" and max_frames is None:
-                warnings.warn(f"piece {index + 1}/{len(prompts)} reached its budget of {budget} frames "
-                              "without end-of-speech; it was cut there", RuntimeWarning, stacklevel=2)
-            if codes_out is not None:
-                codes_out.extend(pending)
-            if stopped_by is not None:
-                stopped_by.append(trace.stopped_by)
-        timings["frames"] = total_frames
-        timings["wall"] = time.perf_counter() - start
+        with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
+            for index, (prompt, budget) in enumerate(prompts):
+                last_piece = index + 1 == len(prompts)
+                if ref_codes is None:  # the codec is idle between pieces
+                    self.codec.reset()
+                else:
+                    clock = time.perf_counter()
+                    prime_codec(self.codec, ref_codes)
+                    timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
+                trace = TalkerTrace(record=False)
+                batch, want = [], 1  # a piece's first frame alone, then chunk_frames
+                for codes in talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings):
+                    self._check_open()
+                    batch.append(codes)
+                    if len(batch) == want:
+                        out.push(batch)
+                        batch, want = [], chunk_frames
+                    yield from out.chunks(index, last_piece)
+                yield from out.end_piece(batch, index, last_piece)
+                if trace.stopped_by != "eos" and max_frames is None:
+                    warnings.warn(f"piece {index + 1}/{len(prompts)} reached its budget of {budget} frames "
+                                  "without end-of-speech; it was cut there", RuntimeWarning, stacklevel=2)
+                if stopped_by is not None:
+                    stopped_by.append(trace.stopped_by)
+        timings["frames"] = out.frames
+        timings["wall"] = time.perf_counter() - out.start
 
     def synthesize(self, text: str, **options) -> Result:
         """The whole request at once; same arguments as `stream`."""
@@ -452,58 +459,85 @@ class TTS:
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
         rng, sampler, predictor = self._samplers(sampling, seed)
-        start, total_frames, joiner, index = time.perf_counter(), 0, _Joiner(CROSSFADE_SAMPLES), -1
-        while pieces.next_piece():
-            index += 1
-            prompt = ArrivingPrompt(build_prompt(self.talker.file, self.voices, pieces.chat_ids(), language=language,
-                                                 speaker=speaker, instruct_ids=instruct_ids,
-                                                 speaker_embedding=speaker_embedding), pieces, self.talker.file)
-            room = self.talker.n_ctx - len(prompt.prefill)
-            if room < 1:
-                raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
-            self.codec.reset()
-            trace, pending, want, produced = TalkerTrace(record=False), [], 1, 0
-            frames = talker_frames(self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng,
-                                   trace, timings)
-            for codes in frames:
-                self._check_open()
-                pending.append(codes)
-                produced += 1
-                budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS) if pieces.closed else None
-                over = max_frames is None and budget is not None and produced >= min(budget, room)
-                if len(pending) == want or over or not pieces.ready(produced):  # flush before waiting for text
-                    total_frames += len(pending)
-                    yield self._decoded(pending, joiner, index, total_frames, timings, start, codes_out)
-                    pending, want = [], chunk_frames
-                if over:
-                    frames.close()
-                    break
-            if pending:
-                total_frames += len(pending)
-                yield self._decoded(pending, joiner, index, total_frames, timings, start, codes_out)
-            joiner.end_piece()
-            if trace.stopped_by != "eos" and max_frames is None:
-                warnings.warn(f"piece {index + 1} reached its budget of {produced} frames without end-of-speech; "
-                              "it was cut there", RuntimeWarning, stacklevel=2)
-            if stopped_by is not None:
-                stopped_by.append(trace.stopped_by)
-        if index < 0:
-            raise ValueError("empty text: there is nothing to say")
-        yield AudioChunk(joiner.flush(), index, total_frames)
-        timings["frames"] = total_frames
-        timings["wall"] = time.perf_counter() - start
+        index = -1
+        with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
+            while pieces.next_piece():
+                index += 1
+                prompt = ArrivingPrompt(build_prompt(self.talker.file, self.voices, pieces.chat_ids(),
+                                                     language=language, speaker=speaker, instruct_ids=instruct_ids,
+                                                     speaker_embedding=speaker_embedding), pieces, self.talker.file)
+                room = self.talker.n_ctx - len(prompt.prefill)
+                if room < 1:
+                    raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
+                self.codec.reset()  # idle between pieces
+                trace, pending, want, produced = TalkerTrace(record=False), [], 1, 0
+                frames = talker_frames(self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng,
+                                       trace, timings)
+                # the last piece is not known in advance: the joiner holds every crossfade tail back
+                for codes in frames:
+                    self._check_open()
+                    pending.append(codes)
+                    produced += 1
+                    budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS) if pieces.closed else None
+                    over = max_frames is None and budget is not None and produced >= min(budget, room)
+                    waits = not pieces.ready(produced)
+                    if len(pending) == want or over or waits:
+                        out.push(pending)
+                        pending, want = [], chunk_frames
+                    yield from out.chunks(index, last_piece=False, wait=waits)  # all audio out before waiting for text
+                    if over:
+                        frames.close()
+                        break
+                yield from out.end_piece(pending, index, last_piece=False)
+                if trace.stopped_by != "eos" and max_frames is None:
+                    warnings.warn(f"piece {index + 1} reached its budget of {produced} frames without end-of-speech; "
+                                  "it was cut there", RuntimeWarning, stacklevel=2)
+                if stopped_by is not None:
+                    stopped_by.append(trace.stopped_by)
+            if index < 0:
+                raise ValueError("empty text: there is nothing to say")
+            yield AudioChunk(out.joiner.flush(), index, out.frames)
+        timings["frames"] = out.frames
+        timings["wall"] = time.perf_counter() - out.start
 
-    def _decoded(self, frames: list[np.ndarray], joiner: "_Joiner", piece: int, total_frames: int, timings: dict,
-                 start: float, codes_out: list | None) -> AudioChunk:
-        """stream_text's audio for some frames (the last piece is not known in advance, so the
-        joiner always holds the crossfade tail back; `flush` gives it at the end)."""
-        clock = time.perf_counter()
-        audio = self.codec.stream(np.stack(frames))
-        timings["codec"] = timings.get("codec", 0.0) + time.perf_counter() - clock
-        timings.setdefault("first_chunk", time.perf_counter() - start)
-        if codes_out is not None:
-            codes_out.extend(frames)
-        return AudioChunk(joiner.push(audio, last_piece=False), piece, total_frames)
+
+class _Output:
+    """A request's audio out: its codec pushes (CodecPipeline, serial or overlapped) taken back
+    in order through the pieces' joiner, counting frames, timing the first chunk and handing the
+    codes of each delivered chunk to `codes_out`. Closing it drops what was not delivered."""
+
+    def __init__(self, codec: CodecDecoder, overlap: bool, timings: dict, codes_out: list | None):
+        self.pipeline = CodecPipeline(codec, overlap, timings)
+        self.timings, self.codes_out = timings, codes_out
+        self.joiner = _Joiner(CROSSFADE_SAMPLES)
+        self.frames, self.start = 0, time.perf_counter()
+
+    def push(self, frames: list[np.ndarray]) -> None:
+        self.pipeline.push(frames)
+
+    def chunks(self, piece: int, last_piece: bool, wait: bool = False) -> Iterator[AudioChunk]:
+        """The decoded chunks (`wait`: all pushed; the request's first is always waited for, so
+        the first audio comes as early as serial)."""
+        for codes, audio in self.pipeline.ready(wait, first=self.frames == 0):
+            self.frames += len(codes)
+            if self.codes_out is not None:
+                self.codes_out.extend(codes)
+            self.timings.setdefault("first_chunk", time.perf_counter() - self.start)
+            yield AudioChunk(self.joiner.push(audio, last_piece), piece, self.frames)
+
+    def end_piece(self, frames: list[np.ndarray], piece: int, last_piece: bool) -> Iterator[AudioChunk]:
+        """The piece's last frames pushed, all its chunks out: the codec is then idle (reset or
+        primed for the next piece)."""
+        if frames:
+            self.push(frames)
+        yield from self.chunks(piece, last_piece, wait=True)
+        self.joiner.end_piece()
+
+    def __enter__(self) -> "_Output":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pipeline.close()
 
 
 def prime_codec(codec: CodecDecoder, ref_codes: np.ndarray) -> np.ndarray:
@@ -521,19 +555,6 @@ def reference_cut(ref_frames: int, total_frames: int, n_samples: int) -> int:
     some lengths (e.g. 15 of 22 frames), one sample less through rounding: the reference then
     keeps the reference part's last sample. kazetts cuts at exactly ref_frames * 1920."""
     return int(ref_frames / max(total_frames, 1) * n_samples)
-
-
-def _batched(frames: Iterator[np.ndarray], first: int, size: int) -> Iterator[list[np.ndarray]]:
-    """Frames in lists of `first`, then of `size` (the last may be shorter)."""
-    batch: list[np.ndarray] = []
-    want = first
-    for codes in frames:
-        batch.append(codes)
-        if len(batch) == want:
-            yield batch
-            batch, want = [], size
-    if batch:
-        yield batch
 
 
 class _Joiner:

@@ -2,15 +2,23 @@
 // runs the frame loop of kazetts/engine/talker_loop.py and the streaming of
 // kazetts/engine/tts.py (first frame alone, then chunk_frames per codec push, pieces joined
 // with a crossfade). Same order of random draws as the Python engine: per sampled frame one
-// uniform for CB0, then the code predictor's 15, all from one splitmix64 state.
+// uniform for CB0, then the code predictor's 15, all from one splitmix64 state. With
+// codec_threads the codec pushes run on a worker thread (CodecPipeline), in the same order and
+// with the same chunks, while this thread makes the next frames.
 #include "kazetts/tts.h"
+
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common_internal.h"
@@ -98,6 +106,119 @@ class Joiner {
     bool has_tail_ = false;
 };
 
+// One codec push: the frames' codes in, their audio (or the codec's error) out.
+struct CodecJob {
+    std::vector<int32_t> codes;
+    std::vector<float> audio;
+    int status = KZ_OK;
+    std::string error;
+    double ms = 0;
+};
+
+// A request's codec pushes, decoded in the order they were pushed: at once on the caller's thread
+// (serial), or by one worker thread while the caller makes the next frames (overlap). Either way
+// the caller takes the decoded jobs back in order with pop() and delivers them itself, so the
+// callbacks stay on its thread. Two ggml computations from two host threads are safe with the
+// shipped ggml: each compute makes its own threadpool state and OpenMP team, and the codec and
+// the talker / code predictor own separate backends and buffers.
+class CodecPipeline {
+  public:
+    CodecPipeline(kz_codec *codec, int samples_per_frame, bool overlap) : codec_(codec), samples_per_frame_(samples_per_frame) {
+        if (overlap) worker_ = std::thread([this] { work(); });
+    }
+    ~CodecPipeline() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+            todo_.clear();
+        }
+        changed_.notify_all();
+        if (worker_.joinable()) worker_.join();
+    }
+    CodecPipeline(const CodecPipeline &) = delete;
+    CodecPipeline &operator=(const CodecPipeline &) = delete;
+
+    void push(std::vector<int32_t> codes) {
+        std::unique_ptr<CodecJob> job(new CodecJob());
+        job->codes = std::move(codes);
+        if (!worker_.joinable()) {
+            decode(*job);
+            done_.push_back(std::move(job));
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            todo_.push_back(std::move(job));
+        }
+        changed_.notify_all();
+    }
+
+    // The oldest pushed job once decoded (wait: blocks until it is); null when none is decoded yet
+    // (or none is pending).
+    std::unique_ptr<CodecJob> pop(bool wait) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (wait) changed_.wait(lock, [this] { return !done_.empty() || (todo_.empty() && !running_); });
+        if (done_.empty()) return nullptr;
+        std::unique_ptr<CodecJob> job = std::move(done_.front());
+        done_.pop_front();
+        return job;
+    }
+
+    // Drops the jobs not delivered yet, after the one being decoded (if any) ends: the codec is
+    // then idle and may be reset.
+    void discard() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        todo_.clear();
+        changed_.wait(lock, [this] { return !running_; });
+        done_.clear();
+    }
+
+  private:
+    void decode(CodecJob &job) {
+        const int n = int(job.codes.size() / N_CODEBOOKS);
+        job.audio.resize(size_t(n) * size_t(samples_per_frame_));
+        size_t written = 0;
+        const auto t = Clock::now();
+        job.status = kz_codec_stream_push(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(), job.audio.size(), &written);
+        job.ms = ms_since(t);
+        if (job.status != KZ_OK) job.error = kz_codec_last_error(codec_);
+        job.audio.resize(job.status == KZ_OK ? written : 0);
+    }
+
+    void work() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            changed_.wait(lock, [this] { return stop_ || !todo_.empty(); });
+            if (stop_) return;
+            std::unique_ptr<CodecJob> job = std::move(todo_.front());
+            todo_.pop_front();
+            running_ = true;
+            lock.unlock();
+            decode(*job);
+            lock.lock();
+            running_ = false;
+            done_.push_back(std::move(job));
+            changed_.notify_all();
+        }
+    }
+
+    kz_codec *codec_;
+    const int samples_per_frame_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<std::unique_ptr<CodecJob>> todo_, done_;
+    bool running_ = false, stop_ = false;
+    std::thread worker_;
+};
+
+// The CPUs this process may run on (its affinity mask; all online CPUs where that is unknown).
+int available_cores() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    const unsigned n = std::thread::hardware_concurrency();
+    return n ? int(n) : 1;
+}
+
 }  // namespace
 
 struct kz_tts {
@@ -106,6 +227,7 @@ struct kz_tts {
     kz_code_predictor *cp = nullptr;
     kz_codec *codec = nullptr;
     int sample_rate = 0, samples_per_frame = 0;
+    bool overlap = false;  // codec_threads > 0: the codec decodes on a worker thread
     std::string info, last_error;
     std::atomic<bool> cancelled{false};
     std::atomic<bool> busy{false};
@@ -194,6 +316,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
     std::vector<float> input(size_t(H), 0.0f), embedding(size_t(H), 0.0f);
     std::vector<int32_t> rest(N_CODEBOOKS - 1);
     Joiner joiner;
+    CodecPipeline codec_pipeline(codec, samples_per_frame, overlap);
     bool stop = false;
 
     for (size_t index = 0; index < pieces.size() && !stop; ++index) {
@@ -201,31 +324,29 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         const bool last_piece = index + 1 == pieces.size();
         std::vector<int32_t> pending;  // codes of the frames waiting for the codec
         int want = 1;                  // a piece's first frame alone, then chunk_frames
-        int status = kz_codec_reset(codec);
+        int status = kz_codec_reset(codec);  // the pipeline is idle between pieces
         if (status != KZ_OK) throw Error(status, kz_codec_last_error(codec));
         talker->reset(int(piece.prompt.n_prefill()) + piece.budget);
         sampler.reset();
 
-        // Decodes the pending frames and hands their audio to the callback; false = stop.
-        auto flush = [&]() {
-            const int n = int(pending.size() / N_CODEBOOKS);
-            std::vector<float> audio(size_t(n) * size_t(samples_per_frame));
-            size_t written = 0;
-            auto t = Clock::now();
-            int s = kz_codec_stream_push(codec, pending.data(), n, N_CODEBOOKS, audio.data(), audio.size(), &written);
-            if (s != KZ_OK) throw Error(s, kz_codec_last_error(codec));
-            res.codec_ms += ms_since(t);
-            audio.resize(written);
-            last_codes.insert(last_codes.end(), pending.begin(), pending.end());
-            res.n_frames += n;
-            std::vector<float> out = joiner.push(std::move(audio), last_piece);
-            res.n_samples += int64_t(out.size());
-            if (res.first_audio_ms < 0) res.first_audio_ms = ms_since(start);
-            kz_tts_chunk chunk{out.data(), int32_t(out.size()), pending.data(), n, int32_t(index), res.n_frames};
-            const bool go_on = cb == nullptr || cb(&chunk, user) != 0;
-            pending.clear();
-            want = r.chunk_frames;
-            return go_on;
+        // Hands the decoded chunks to the callback in order; waits for all pushed ones when
+        // `drain`, and for the request's first (the first audio comes as early as serial).
+        // false = stop (cancelled or the callback said so): nothing after it is delivered.
+        auto deliver = [&](bool drain) {
+            while (std::unique_ptr<CodecJob> job = codec_pipeline.pop(drain || res.first_audio_ms < 0)) {
+                if (job->status != KZ_OK) throw Error(job->status, job->error);
+                if (cancelled.load()) return false;
+                res.codec_ms += job->ms;
+                const int n = int(job->codes.size() / N_CODEBOOKS);
+                last_codes.insert(last_codes.end(), job->codes.begin(), job->codes.end());
+                res.n_frames += n;
+                std::vector<float> out = joiner.push(std::move(job->audio), last_piece);
+                res.n_samples += int64_t(out.size());
+                if (res.first_audio_ms < 0) res.first_audio_ms = ms_since(start);
+                kz_tts_chunk chunk{out.data(), int32_t(out.size()), job->codes.data(), n, int32_t(index), res.n_frames};
+                if (cb != nullptr && cb(&chunk, user) == 0) return false;
+            }
+            return true;
         };
 
         auto t = Clock::now();
@@ -246,15 +367,21 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
             res.code_predictor_ms += ms_since(now);
             pending.push_back(cb0);
             pending.insert(pending.end(), rest.begin(), rest.end());
-            if (int(pending.size()) == want * N_CODEBOOKS && !flush()) stop = true;
-            if (cancelled.load()) stop = true;
+            if (int(pending.size()) == want * N_CODEBOOKS) {
+                codec_pipeline.push(std::move(pending));
+                pending.clear();
+                want = r.chunk_frames;
+            }
+            if (!deliver(false) || cancelled.load()) stop = true;
             if (stop) break;
             const float *text_row = piece.prompt.text_row(size_t(frame));
             for (int k = 0; k < H; ++k) input[size_t(k)] = embedding[size_t(k)] + text_row[k];
             t = Clock::now();
             talker->step(input.data(), 1);
         }
-        if (!stop && !pending.empty() && !flush()) stop = true;
+        if (!stop && !pending.empty()) codec_pipeline.push(std::move(pending));
+        if (!stop && !deliver(true)) stop = true;
+        if (stop) codec_pipeline.discard();
         joiner.end_piece();
         ++res.n_pieces;
         if (!stop && !at_eos) ++res.pieces_at_budget;
@@ -274,7 +401,13 @@ KZ_API kz_tts_params kz_tts_default_params(void) {
     p.n_ctx = 2048;
     p.n_batch = 64;
     p.verbose = 0;
+    p.codec_threads = -1;
     return p;
+}
+
+KZ_API int32_t kz_tts_auto_codec_threads(int32_t n_threads) {
+    const int spare = available_cores() - std::max(n_threads, 1);
+    return spare < 1 ? 0 : std::min(spare, std::max(n_threads, 1));
 }
 
 KZ_API kz_tts_request kz_tts_default_request(void) {
@@ -303,6 +436,7 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                                                          std::to_string(sizeof(kz_tts_params)) + ": start from kz_tts_default_params()");
             }
             if (p.n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+            if (p.codec_threads > 512) throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
             if (p.n_ctx < 16 || p.n_batch < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
             tts.reset(new kz_tts());
             tts->file.reset(new kz::TalkerFile(talker_path));
@@ -317,7 +451,9 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             cpp.weight_type = p.cp_weights;
             int s = kz_cp_load(mmproj_path, &cpp, &tts->cp, buf, sizeof buf);
             if (s != KZ_OK) throw Error(s, buf);
-            s = kz_codec_load(mmproj_path, p.n_threads, p.codec_weights, &tts->codec, buf, sizeof buf);
+            const int codec_threads = p.codec_threads < 0 ? kz_tts_auto_codec_threads(p.n_threads) : p.codec_threads;
+            tts->overlap = codec_threads > 0;
+            s = kz_codec_load(mmproj_path, tts->overlap ? codec_threads : p.n_threads, p.codec_weights, &tts->codec, buf, sizeof buf);
             if (s != KZ_OK) throw Error(s, buf);
             if (kz_cp_n_embd_in(tts->cp) != tts->file->hidden() || kz_cp_cb0_vocab(tts->cp) != tts->file->codec_vocab()) {
                 throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +

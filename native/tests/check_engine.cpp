@@ -1,6 +1,7 @@
 // The whole native engine (kazetts/tts.h) on a golden case's request, as
 // tests/test_native_engine.py gates it: greedy codes identical to the reference's, the same
-// stop decision, the F32-codec waveform within 1e-4.
+// stop decision, the F32-codec waveform within 1e-4; the codec on its own thread, so that the
+// sanitizer and aarch64 runs cover the overlapped path.
 #include <fstream>
 #include <memory>
 #include <stdexcept>
@@ -21,6 +22,7 @@ void check_engine(const GoldenCase &c, Report &report) {
     kz_tts_params params = kz_tts_default_params();
     params.n_threads = c.threads;
     params.codec_weights = KZ_CODEC_WEIGHTS_F32;
+    params.codec_threads = 1;  // the overlapped codec (tests/test_codec_overlap.py: the same audio as serial)
     kz_tts *raw = nullptr;
     char err[1024] = "";
     if (kz_tts_load(c.get("talker").c_str(), c.get("mmproj").c_str(), &params, &raw, err, sizeof err) != KZ_OK) {

@@ -14,7 +14,9 @@
  *
  * Threads: one request at a time per handle (synthesize is not reentrant); kz_tts_cancel may be
  * called from any thread while synthesize runs (Android's TextToSpeechService.onStop). Two
- * handles are independent. The callback runs on the thread that called synthesize.
+ * handles are independent. The callback runs on the thread that called synthesize. With
+ * codec_threads (kz_tts_params) the codec decoder runs on one worker thread of the request
+ * while the caller's thread makes the next frames; the worker ends before synthesize returns.
  * kz_tts_load silences llama.cpp's logging (llama_log_set is process-wide) unless verbose.
  */
 #ifndef KAZETTS_TTS_H
@@ -36,9 +38,18 @@ typedef struct kz_tts_params {
     int32_t n_ctx;          /* talker positions per piece (prompt + frames); default 2048 */
     int32_t n_batch;        /* talker prefill chunk; default 64 */
     int32_t verbose;        /* 1: keep llama.cpp's log on stderr; default 0 */
+    int32_t codec_threads;  /* the codec decoder's own threads, overlapped with the talker and code
+                             * predictor (which keep n_threads): 0 = serial (the codec runs between
+                             * frames on n_threads); < 0 (default) = kz_tts_auto_codec_threads(n_threads).
+                             * The audio, chunks and callbacks are the same either way. */
 } kz_tts_params;
 
 KZ_API kz_tts_params kz_tts_default_params(void);
+
+/* codec_threads' default: the cores this process may run on (its CPU affinity) beyond the
+ * talker's n_threads, at most n_threads; 0 (serial) when there is no spare core, where an
+ * overlapped codec would only take cycles from the talker. */
+KZ_API int32_t kz_tts_auto_codec_threads(int32_t n_threads);
 
 /* Loads a model: the talker GGUF (arch qwen3tts) and the mmproj GGUF (code predictor, codec).
  * On failure returns a status, *out = NULL and the message in err (err may be NULL). */
@@ -126,8 +137,10 @@ typedef struct kz_tts_result {
 KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request,
                              kz_tts_chunk_cb callback, void *user_data, kz_tts_result *result);
 
-/* Stops the running request within one frame; safe from any thread, a no-op when idle. A
- * cancel that arrives before synthesize starts does not affect that request. */
+/* Stops the running request within one frame (with codec_threads, after the codec push that is
+ * running, if any: its audio is dropped); no chunk is delivered after the cancel is seen. Safe
+ * from any thread, a no-op when idle. A cancel that arrives before synthesize starts does not
+ * affect that request. */
 KZ_API void kz_tts_cancel(kz_tts *tts);
 
 /* The codes of the last request, frame-major [n_frames][16]: writes min(capacity, 16 * n_frames)

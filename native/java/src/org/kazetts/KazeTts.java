@@ -29,6 +29,13 @@ public final class KazeTts implements AutoCloseable {
         public CodecWeights codecWeights = CodecWeights.F16;
         /** Talker positions per text piece (prompt + frames). */
         public int contextSize = 2048;
+        /**
+         * The codec decoder's own threads, decoding the frames already made while the talker and
+         * code predictor (on {@code threads}) make the next ones: 0 = serial; -1 (default) = the
+         * cores beyond {@code threads}, at most {@code threads}, and serial when there is no
+         * spare core (kz_tts_auto_codec_threads). The audio and the chunks are the same either way.
+         */
+        public int codecThreads = -1;
     }
 
     /**
@@ -127,7 +134,7 @@ public final class KazeTts implements AutoCloseable {
             throw new IllegalArgumentException("talkerPath, mmprojPath and config are required");
         }
         handle = nativeLoad(utf8(talkerPath), utf8(mmprojPath), config.threads,
-                config.codecWeights == CodecWeights.F32 ? 0 : 1, config.contextSize);
+                config.codecWeights == CodecWeights.F32 ? 0 : 1, config.contextSize, config.codecThreads);
         info = new String(nativeModelInfo(handle), StandardCharsets.UTF_8);
     }
 
@@ -242,7 +249,8 @@ public final class KazeTts implements AutoCloseable {
     }
 
     private static native long nativeDefaultOptions(int[] ints, float[] floats);
-    private static native long nativeLoad(byte[] talker, byte[] mmproj, int threads, int codecWeights, int nCtx);
+    private static native long nativeLoad(byte[] talker, byte[] mmproj, int threads, int codecWeights, int nCtx,
+                                          int codecThreads);
     private static native void nativeFree(long handle);
     private static native void nativeCancel(long handle);
     private static native byte[] nativeModelInfo(long handle);

@@ -247,6 +247,31 @@ public final class KazeTtsTest {
         expectThrows("threads 0", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, noThreads));
         check("usable after bad requests", Arrays.equals(tts.generate(text, o), whole), "");
 
+        // codecThreads: the codec on its own thread (1) gives serial's (0) samples and chunks; a
+        // stop from the callback ends the request there, and the handle closes with no thread left
+        for (int codecThreads : new int[] {0, 1}) {
+            KazeTts.Config c = new KazeTts.Config();
+            c.codecWeights = KazeTts.CodecWeights.F32;
+            c.codecThreads = codecThreads;
+            try (KazeTts t = new KazeTts(talker, mmproj, c)) {
+                List<float[]> parts = new ArrayList<>();
+                List<Integer> at = new ArrayList<>();
+                t.generate(text, o, (samples, codes, soFar) -> {
+                    parts.add(samples);
+                    at.add(soFar);
+                    return true;
+                });
+                check("codecThreads " + codecThreads + " streams serial's samples", Arrays.equals(concat(parts), whole)
+                        && at.equals(Arrays.asList(1, 5, 9, 11)), at.toString());
+                KazeTts.Stats s = t.generate(text, o, (samples, codes, soFar) -> soFar < 5);
+                check("codecThreads " + codecThreads + " stops where the callback says", s.stopReason.equals("cancelled")
+                        && s.frames == 5, s.stopReason + " after " + s.frames + " frames");
+            }
+        }
+        KazeTts.Config tooMany = new KazeTts.Config();
+        tooMany.codecThreads = 513;
+        expectThrows("codecThreads 513", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, tooMany));
+
         tts.close();
         tts.close();
         check("close twice", true, "");
