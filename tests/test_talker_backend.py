@@ -70,3 +70,23 @@ def test_an_f32_talker_never_reaches_it(tiny_gguf):
     """Only Q8_0 weights are claimed: the F32 talker (the golden path) runs as before."""
     _, prefill_calls, calls = _run(tiny_gguf("tiny", "custom_voice", "f32")[0], 3)
     assert prefill_calls == calls == 0
+
+
+def test_the_native_engine_uses_it_too(tiny_gguf, monkeypatch):
+    """kz_tts loads its talker through llama.h (native/src/talker.cpp), which sets the backend up
+    the same way: greedy codes equal those with ggml's product."""
+    _kernel_or_skip()
+    from kazetts.engine.native_tts import NativeTTS
+
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "q8_0")
+
+    def codes(setting):
+        monkeypatch.setenv("KAZETTS_TALKER_BACKEND", setting)
+        tts = NativeTTS(talker, mmproj, threads=2, codec_weights="f32")
+        before = LIB.kz_talker_backend_calls()
+        result = tts.synthesize("Bonjour !", speaker="vivian", greedy=True, max_frames=6)
+        return np.asarray(result.codes), LIB.kz_talker_backend_calls() - before
+
+    (ours, calls), (theirs, off_calls) = codes("1"), codes("0")
+    assert calls > 0 and off_calls == 0
+    assert np.array_equal(ours, theirs)
