@@ -119,7 +119,7 @@ struct Column {
 
 using RowsKernel = void (*)(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows);
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(_OPENMP)
 // ggml's hsum_float_8
 KZ_AVX2 inline float hsum8(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
