@@ -109,6 +109,14 @@ def release_file_pages(path: str | os.PathLike, offset: int, length: int) -> int
     return lib.kz_release_file_pages(os.fsencode(str(path)), int(offset), int(length))
 
 
+def use_talker_backend() -> bool:
+    """Hands llama.cpp libkazetts' Q8_0 matrix x vector kernel for the contexts created from now on
+    (kz_talker_backend_setup: a ggml ACCEL backend, process-wide; its products equal ggml's bit for
+    bit). KAZETTS_TALKER_BACKEND=0 keeps ggml's own. True when the kernel is in use."""
+    lib = bind({"kz_talker_backend_setup": (ctypes.c_int, [])})
+    return bool(lib.kz_talker_backend_setup())
+
+
 def check(status: int, message: bytes | str = b"") -> None:
     """Raises NativeError for a non-zero kz_status, with the native message."""
     if status != 0:

@@ -7,6 +7,7 @@
 
 #include "common_internal.h"
 #include "ggml-backend.h"
+#include "kazetts/talker_backend.h"
 #include "ggml-cpu.h"
 #include "kazetts/talker.h"
 #include "llama.h"
@@ -52,6 +53,7 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     // dies of SIGILL in ggml_backend_amx_mul_mat on any batch of 2+ rows (its tile config is
     // miscompiled; see extra_buffers_are_safe in kazetts/stages/talker.py): plain CPU buffers there.
     mp.use_extra_bufts = !ggml_cpu_has_amx_int8();
+    kz_talker_backend_setup();  // the decoding steps' Q8_0 products (see kazetts/talker_backend.h)
     model_ = llama_model_load_from_file(path.c_str(), mp);
     if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
     vocab_ = llama_model_get_vocab(model_);

@@ -1,0 +1,53 @@
+/* kazetts talker kernel: the talker's Q8_0 matrix x vector products on libkazetts' own kernel,
+ * handed to llama.cpp as a small ggml backend.
+ *
+ * Why: the talker runs through llama.cpp, whose x86 Q8_0 matrix x vector product walks one
+ * weight row at a time on a single accumulator chain, well below what the memory bus allows.
+ * This backend is a ggml device of type ACCEL (as ggml's BLAS backend): llama.cpp adds every
+ * ACCEL device to each context it creates, ahead of the CPU. Its buffer type is the CPU's own,
+ * so weights load as usual and the CPU backend keeps reading them; it claims only MUL_MAT of a
+ * 2-D Q8_0 weight by one F32 column (a decoding step), so batches of 2+ rows (the prefill) stay
+ * on ggml's GEMM. Its kernel reads four rows at a time but repeats ggml's arithmetic exactly (the
+ * column quantized by ggml's own Q8_0 routine, the same 8-lane integer block sums, the same
+ * fused multiply-adds in the same order, the same final horizontal sum): its outputs equal
+ * ggml's bit for bit, which a probe checks once before the device is registered.
+ *
+ * A ggml backend is process-wide state (ggml's registry has no unregister), unlike the stages'
+ * handles: the first successful kz_talker_backend_setup() registers it for the whole process,
+ * and every llama.cpp context created afterwards uses it. Environment: KAZETTS_TALKER_BACKEND=0
+ * (or "off") keeps it out (for A/B measurements), read by each setup call; once registered,
+ * setting it off makes the device claim nothing in contexts created after that.
+ *
+ * Off x86-64 (ARM: llama.cpp repacks Q8_0 itself), on a CPU without AVX-512 VNNI, in a build
+ * without OpenMP, or with a ggml other than the one whose backend structures this library
+ * mirrors, nothing is registered.
+ */
+#ifndef KAZETTS_TALKER_BACKEND_H
+#define KAZETTS_TALKER_BACKEND_H
+
+#include "kazetts/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Call before creating the talker's llama.cpp context. Returns 1 when the kernel will run the
+ * talker's Q8_0 matrix x vector products, 0 when ggml's own do (see kz_talker_backend_status). */
+KZ_API int kz_talker_backend_setup(void);
+
+/* Why the last setup said what it said: "avx512-vnni", or the reason it is off. */
+KZ_API const char *kz_talker_backend_status(void);
+
+/* Products the kernel has computed in this process (tests: it is used). */
+KZ_API int64_t kz_talker_backend_calls(void);
+
+/* Largest |kernel - ggml's mul_mat| over one product of a random Q8_0 matrix (rows x cols,
+ * cols a multiple of 32) by a random F32 column, on `threads` threads (0 when they agree bit
+ * for bit); -1 when there is no kernel on this CPU or the arguments are bad. */
+KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

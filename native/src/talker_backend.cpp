@@ -1,0 +1,448 @@
+// The talker's Q8_0 matrix x vector products as a ggml ACCEL backend (see talker_backend.h).
+//
+// ggml's CPU product for one column (ggml_vec_dot_q8_0_q8_0, AVX2 path, per weight row):
+//   acc[8] = 0; for each block b: acc = fma(fp32(x[b].d) * fp32(y[b].d), lanes(x[b] . y[b]), acc)
+//   where lane i is the exact integer sum of the products of bytes 4i..4i+3; then
+//   out = ((acc4 + acc0) + (acc6 + acc2)) + ((acc5 + acc1) + (acc7 + acc3)).
+// The kernels below do exactly that, per row, for four rows at once (independent accumulator
+// chains and memory streams instead of one): the same operations on the same values in the same
+// order give the same bits. The kernel keeps two rows' 8 lanes in one register, takes the integer
+// sums with VNNI on the quants offset by +128 (x ^ 0x80), removing 128 * sum(y) exactly in the
+// integer accumulator, and prefetches each row 4 KB ahead (from DRAM, ~1.5x what the same loop
+// reads without it on this Xeon; ggml's loop has no prefetch).
+#include "kazetts/talker_backend.h"
+
+#include "common_internal.h"
+#include "q8_matvec.h"
+
+#include "ggml.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KZ_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
+#define KZ_AVX2 __attribute__((target("avx2,fma,f16c")))
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// ---- ggml's backend structures (ggml-backend-impl.h, not installed by the wheel) -----------------
+// Declared here with the layout of ggml 0.25.3 (llama-cpp-python 0.3.36); registration refuses any
+// other ggml at run time (MIRRORED_GGML), and kazetts' loader refuses a ggml other than the one
+// this library was built against.
+extern "C" {
+struct ggml_backend_reg_i {
+    const char *(*get_name)(ggml_backend_reg_t);
+    size_t (*get_device_count)(ggml_backend_reg_t);
+    ggml_backend_dev_t (*get_device)(ggml_backend_reg_t, size_t);
+    void *(*get_proc_address)(ggml_backend_reg_t, const char *);
+};
+struct ggml_backend_reg {
+    int api_version;
+    ggml_backend_reg_i iface;
+    void *context;
+};
+struct ggml_backend_device_i {
+    const char *(*get_name)(ggml_backend_dev_t);
+    const char *(*get_description)(ggml_backend_dev_t);
+    void (*get_memory)(ggml_backend_dev_t, size_t *, size_t *);
+    enum ggml_backend_dev_type (*get_type)(ggml_backend_dev_t);
+    void (*get_props)(ggml_backend_dev_t, ggml_backend_dev_props *);
+    ggml_backend_t (*init_backend)(ggml_backend_dev_t, const char *);
+    ggml_backend_buffer_type_t (*get_buffer_type)(ggml_backend_dev_t);
+    ggml_backend_buffer_type_t (*get_host_buffer_type)(ggml_backend_dev_t);
+    ggml_backend_buffer_t (*buffer_from_host_ptr)(ggml_backend_dev_t, void *, size_t, size_t);
+    bool (*supports_op)(ggml_backend_dev_t, const ggml_tensor *);
+    bool (*supports_buft)(ggml_backend_dev_t, ggml_backend_buffer_type_t);
+    bool (*offload_op)(ggml_backend_dev_t, const ggml_tensor *);
+    ggml_backend_event_t (*event_new)(ggml_backend_dev_t);
+    void (*event_free)(ggml_backend_dev_t, ggml_backend_event_t);
+    void (*event_synchronize)(ggml_backend_dev_t, ggml_backend_event_t);
+};
+struct ggml_backend_device {
+    ggml_backend_device_i iface;
+    ggml_backend_reg_t reg;
+    void *context;
+};
+struct ggml_backend_i {
+    const char *(*get_name)(ggml_backend_t);
+    void (*free)(ggml_backend_t);
+    void *set_tensor_async, *get_tensor_async, *set_tensor_2d_async, *get_tensor_2d_async, *cpy_tensor_async;
+    void (*synchronize)(ggml_backend_t);
+    void *graph_plan_create, *graph_plan_free, *graph_plan_update, *graph_plan_compute;
+    enum ggml_status (*graph_compute)(ggml_backend_t, ggml_cgraph *);
+    void *event_record, *event_wait, *graph_optimize;
+};
+struct ggml_backend {
+    ggml_guid_t guid;
+    ggml_backend_i iface;
+    ggml_backend_dev_t device;
+    void *context;
+};
+}
+
+namespace kz::talker_backend {
+
+namespace {
+
+constexpr const char *MIRRORED_GGML = "0.25.3";
+constexpr int BACKEND_API_VERSION = 2;
+constexpr int QK = 32;
+constexpr int PREFETCH = 4096;  // bytes ahead of each row's reads
+
+struct BlockQ8 {  // ggml's block_q8_0
+    ggml_fp16_t d;
+    int8_t qs[QK];
+};
+static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
+
+// The column, quantized as ggml's mul_mat quantizes it, with what the kernels need per block.
+struct Column {
+    std::vector<BlockQ8> y;
+    std::vector<float> dy;       // fp32(y[b].d)
+    std::vector<int32_t> off;    // 8 lanes per block: -128 * (sum of the lane's 4 quants)
+};
+
+using RowsKernel = void (*)(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows);
+
+#if defined(__x86_64__) && defined(_OPENMP)
+// ggml's hsum_float_8
+KZ_AVX2 inline float hsum8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+// One row at a time (rows the 4-row kernel leaves, or rows not of whole 16-block groups), with
+// ggml's own AVX2 sign trick.
+KZ_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = 0; r < rows; r++) {
+        const BlockQ8 *x = (const BlockQ8 *)(w + r * row_bytes);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < blocks; b++) {
+            const __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)c.y[b].qs);
+            const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)), ones);
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * c.dy[b]);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot), acc);
+        }
+        out[r] = hsum8(acc);
+    }
+}
+
+// Rows (2i, 2i+1) share a 512-bit accumulator: lanes 0-7 the first, 8-15 the second. The block
+// scales of 16 blocks of a row are gathered and converted at once (fp32(x.d) * fp32(y.d) as
+// ggml multiplies them), then moved under each block's lanes by one permute.
+KZ_AVX512_VNNI void rows_avx512_vnni(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
+                                     int64_t rows) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)sizeof(BlockQ8)));
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    const int64_t whole = blocks / 16 * 16;
+    int64_t r = 0;
+    for (; whole == blocks && r + 4 <= rows; r += 4) {
+        const BlockQ8 *x[4];
+        for (int i = 0; i < 4; i++) x[i] = (const BlockQ8 *)(w + (r + i) * row_bytes);
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
+            const __m512 dy = _mm512_loadu_ps(c.dy.data() + b0);
+            __m512 d[4];
+            for (int i = 0; i < 4; i++) {
+                const __m512i raw = _mm512_i32gather_epi32(at, (const void *)(x[i] + b0), 1);
+                d[i] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), dy);
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < 16; j++) {
+                const int64_t b = b0 + j;
+                const __m512i qy = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)c.y[b].qs));
+                const __m512i off = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(c.off.data() + 8 * b)));
+                const __m512i pick = _mm512_add_epi32(halves, _mm512_set1_epi32(j));
+                for (int p = 0; p < 2; p++) {
+                    if (j % 2 == 0) {
+                        _mm_prefetch((const char *)(x[2 * p] + b) + PREFETCH, _MM_HINT_T0);
+                        _mm_prefetch((const char *)(x[2 * p + 1] + b) + PREFETCH, _MM_HINT_T0);
+                    }
+                    const __m512i qx = _mm512_xor_si512(
+                        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[2 * p][b].qs)),
+                                           _mm256_loadu_si256((const __m256i *)x[2 * p + 1][b].qs), 1),
+                        flip);
+                    const __m512i dot = _mm512_dpbusd_epi32(off, qx, qy);
+                    const __m512 scale = _mm512_permutex2var_ps(d[2 * p], pick, d[2 * p + 1]);
+                    acc[p] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dot), acc[p]);
+                }
+            }
+        }
+        for (int p = 0; p < 2; p++) {
+            out[r + 2 * p] = hsum8(_mm512_castps512_ps256(acc[p]));
+            out[r + 2 * p + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+        }
+    }
+    rows_avx2_1(w + r * row_bytes, row_bytes, blocks, c, out + r, rows - r);
+}
+#endif
+
+// AVX-512 VNNI only: an AVX2 version of the 4-row kernel was no faster than ggml's here (the
+// sign trick costs what the extra rows save). Without OpenMP it would run on one thread: ggml's.
+RowsKernel kernel_of(q8::Isa isa) {
+#if defined(__x86_64__) && defined(_OPENMP)
+    if (isa == q8::Isa::avx512_vnni) return rows_avx512_vnni;
+#endif
+    (void)isa;
+    return nullptr;
+}
+
+void quantize(const float *x, int64_t cols, Column &c) {
+    const int64_t blocks = cols / QK;
+    c.y.resize(blocks), c.dy.resize(blocks), c.off.resize(8 * blocks);
+    ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(x, c.y.data(), cols);
+    for (int64_t b = 0; b < blocks; b++) {
+        c.dy[b] = ggml_fp16_to_fp32(c.y[b].d);
+        const int8_t *q = c.y[b].qs;
+        for (int lane = 0; lane < 8; lane++) c.off[8 * b + lane] = -128 * (q[4 * lane] + q[4 * lane + 1] + q[4 * lane + 2] + q[4 * lane + 3]);
+    }
+}
+
+// Thread ith of nth computes its share of out[rows] = W x, in whole groups of 4 rows.
+void rows_split(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t blocks, const Column &c,
+                float *out, int ith, int nth) {
+    const int64_t groups = (rows + 3) / 4;
+    const int64_t r0 = std::min(rows, groups * ith / nth * 4), r1 = std::min(rows, groups * (ith + 1) / nth * 4);
+    if (r1 > r0) kernel(w + r0 * row_bytes, row_bytes, blocks, c, out + r0, r1 - r0);
+}
+
+// ---- the backend --------------------------------------------------------------------------------
+
+std::atomic<int64_t> calls{0};
+std::atomic<bool> enabled{false};
+RowsKernel active_kernel = nullptr;
+std::string status = "not set up";
+std::mutex setup_mutex;
+
+struct Backend {
+    int threads = 1;
+    Column column;
+};
+
+bool claims(const ggml_tensor *op) {
+    const ggml_tensor *w = op->src[0], *x = op->src[1];
+    return enabled.load(std::memory_order_relaxed) && op->op == GGML_OP_MUL_MAT && w && x && w->type == GGML_TYPE_Q8_0 &&
+           x->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && w->ne[2] == 1 && w->ne[3] == 1 &&
+           ggml_is_contiguous(w) && x->ne[1] == 1 && x->ne[2] == 1 && x->ne[3] == 1 && x->nb[0] == sizeof(float) &&
+           w->ne[0] % QK == 0;
+}
+
+bool no_op(ggml_op op) {
+    return op == GGML_OP_NONE || op == GGML_OP_RESHAPE || op == GGML_OP_VIEW || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+}
+
+// Runs a split the scheduler gave this backend: the products it claimed (and views, if any).
+enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
+    Backend *b = (Backend *)backend->context;
+    const int n = ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; i++) {
+        const ggml_tensor *node = ggml_graph_node(graph, i);
+        if (node->op == GGML_OP_MUL_MAT ? !claims(node) : !no_op(node->op)) return GGML_STATUS_FAILED;
+    }
+    for (int i = 0; i < n; i++) {
+        ggml_tensor *node = ggml_graph_node(graph, i);
+        if (node->op != GGML_OP_MUL_MAT) continue;
+        const ggml_tensor *w = node->src[0];
+        quantize((const float *)node->src[1]->data, w->ne[0], b->column);
+        const Column &c = b->column;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(b->threads)
+        rows_split(active_kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data,
+                   omp_get_thread_num(), omp_get_num_threads());
+#else
+        rows_split(active_kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data, 0, 1);
+#endif
+        calls.fetch_add(1, std::memory_order_relaxed);
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+const char *backend_name(ggml_backend_t) { return "KZQ8"; }
+void backend_free(ggml_backend_t backend) {
+    delete (Backend *)backend->context;
+    delete backend;
+}
+
+ggml_guid_t guid() {
+    static ggml_guid g = {0x6b, 0x61, 0x7a, 0x65, 0x74, 0x74, 0x73, 0x2d, 0x71, 0x38, 0x2d, 0x74, 0x61, 0x6c, 0x6b, 0x31};
+    return &g;
+}
+
+void set_n_threads(ggml_backend_t backend, int n) {
+    if (n > 0) ((Backend *)backend->context)->threads = n;
+}
+
+ggml_backend_t init_backend(ggml_backend_dev_t dev, const char *) {
+    ggml_backend_i iface{};
+    iface.get_name = backend_name;
+    iface.free = backend_free;
+    iface.graph_compute = graph_compute;
+    return new ggml_backend{guid(), iface, dev, new Backend};
+}
+
+const char *dev_name(ggml_backend_dev_t) { return "KZQ8"; }
+const char *dev_description(ggml_backend_dev_t) { return "kazetts Q8_0 matrix x vector"; }
+void dev_memory(ggml_backend_dev_t, size_t *free, size_t *total) { *free = *total = 0; }
+enum ggml_backend_dev_type dev_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_ACCEL; }
+void dev_props(ggml_backend_dev_t dev, ggml_backend_dev_props *p) {
+    p->name = dev_name(dev);
+    p->description = dev_description(dev);
+    p->type = GGML_BACKEND_DEVICE_TYPE_ACCEL;
+}
+ggml_backend_buffer_type_t dev_buffer_type(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
+bool dev_supports_op(ggml_backend_dev_t, const ggml_tensor *op) { return claims(op); }
+bool dev_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) { return ggml_backend_buft_is_host(buft); }
+
+
+ggml_backend_device &device() {
+    static ggml_backend_device dev = [] {
+        ggml_backend_device_i iface{};
+        iface.get_name = dev_name;
+        iface.get_description = dev_description;
+        iface.get_memory = dev_memory;
+        iface.get_type = dev_type;
+        iface.get_props = dev_props;
+        iface.init_backend = init_backend;
+        iface.get_buffer_type = dev_buffer_type;
+        iface.supports_op = dev_supports_op;
+        iface.supports_buft = dev_supports_buft;
+        return ggml_backend_device{iface, nullptr, nullptr};
+    }();
+    return dev;
+}
+
+const char *reg_name(ggml_backend_reg_t) { return "KAZETTS"; }
+size_t reg_device_count(ggml_backend_reg_t) { return 1; }
+ggml_backend_dev_t reg_device(ggml_backend_reg_t, size_t) { return &device(); }
+void *reg_proc_address(ggml_backend_reg_t, const char *name) {
+    return std::strcmp(name, "ggml_backend_set_n_threads") == 0 ? (void *)set_n_threads : nullptr;
+}
+
+// The ggml product and the kernel's on the same random operands: largest difference.
+double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int threads) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> wf((size_t)(rows * cols)), x((size_t)cols);
+    for (float &v : wf) v = normal(rng);
+    for (float &v : x) v = normal(rng) * 3.0f;
+    const size_t row_bytes = ggml_row_size(GGML_TYPE_Q8_0, cols);
+    ggml_init_params ip = {rows * row_bytes + (cols + rows) * sizeof(float) + 4 * ggml_tensor_overhead() + ggml_graph_overhead() + 4096,
+                           nullptr, false};
+    ggml_context *ctx = ggml_init(ip);
+    if (!ctx) return -1;
+    ggml_tensor *w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, cols, rows);
+    ggml_tensor *xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, 1);
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), w->data, 0, rows, cols, nullptr);
+    std::memcpy(xt->data, x.data(), x.size() * sizeof(float));
+    ggml_tensor *y = ggml_mul_mat(ctx, w, xt);
+    ggml_cgraph *gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    double worst = -1;
+    if (ggml_graph_compute_with_ctx(ctx, gf, threads) == GGML_STATUS_SUCCESS) {
+        Column c;
+        quantize(x.data(), cols, c);
+        std::vector<float> out((size_t)rows);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+        rows_split(kernel, (const uint8_t *)w->data, row_bytes, rows, cols / QK, c, out.data(), omp_get_thread_num(),
+                   omp_get_num_threads());
+#else
+        rows_split(kernel, (const uint8_t *)w->data, row_bytes, rows, cols / QK, c, out.data(), 0, 1);
+#endif
+        worst = 0;
+        for (int64_t r = 0; r < rows; r++) worst = std::max(worst, (double)std::fabs(out[r] - ((float *)y->data)[r]));
+    }
+    ggml_free(ctx);
+    return worst;
+}
+
+bool wanted() {
+    const char *env = std::getenv("KAZETTS_TALKER_BACKEND");
+    return !(env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "off") == 0));
+}
+
+}  // namespace
+
+int setup() {
+    std::lock_guard<std::mutex> lock(setup_mutex);
+    if (!wanted()) {
+        enabled = false;
+        status = "off (KAZETTS_TALKER_BACKEND)";
+        return 0;
+    }
+    if (active_kernel) {
+        enabled = true;
+        return 1;
+    }
+    const q8::Isa isa = q8::best_isa();
+    RowsKernel kernel = kernel_of(isa);
+    if (!kernel) {
+        status = "off (no kernel for this CPU: ggml's own product)";
+        return 0;
+    }
+    if (std::strcmp(ggml_version(), MIRRORED_GGML) != 0) {
+        status = std::string("off (ggml ") + ggml_version() + ", the backend structures are those of ggml " + MIRRORED_GGML + ")";
+        return 0;
+    }
+    // the probe: rows not a multiple of 4 and 2 threads cover every kernel path
+    if (check(kernel, 70, 1024, 1, 2) != 0.0) {
+        status = "off (the kernel does not reproduce this ggml's Q8_0 product bit for bit)";
+        return 0;
+    }
+    static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
+    device().reg = &reg;
+    active_kernel = kernel;
+    enabled = true;
+    ggml_backend_register(&reg);
+    status = q8::isa_name(isa);
+    return 1;
+}
+
+}  // namespace kz::talker_backend
+
+extern "C" {
+
+KZ_API int kz_talker_backend_setup(void) {
+    try {
+        return kz::talker_backend::setup();
+    } catch (...) {
+        return 0;
+    }
+}
+
+KZ_API const char *kz_talker_backend_status(void) { return kz::talker_backend::status.c_str(); }
+
+KZ_API int64_t kz_talker_backend_calls(void) { return kz::talker_backend::calls.load(); }
+
+KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads) {
+    using namespace kz::talker_backend;
+    RowsKernel kernel = kernel_of(kz::q8::best_isa());
+    if (!kernel || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 || rows > (1 << 16) || cols > (1 << 16)) return -1;
+    try {
+        return check(kernel, rows, cols, seed, threads);
+    } catch (...) {
+        return -1;
+    }
+}
+}

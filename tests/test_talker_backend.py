@@ -1,0 +1,92 @@
+"""libkazetts' Q8_0 matrix x vector backend for the talker (kazetts/talker_backend.h): its products
+equal ggml's mul_mat bit for bit, llama.cpp uses it for the decoding steps of a Q8_0 talker, the
+prefill (several rows) stays on ggml's GEMM, and KAZETTS_TALKER_BACKEND=0 keeps it out."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from kazetts.stages import native
+from kazetts.stages.talker import Talker
+
+LIB = native.bind({
+    "kz_talker_backend_check": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int]),
+    "kz_talker_backend_calls": (ctypes.c_int64, []),
+    "kz_talker_backend_status": (ctypes.c_char_p, []),
+})
+
+
+def _kernel_or_skip():
+    if LIB.kz_talker_backend_check(4, 32, 0, 1) < 0:
+        pytest.skip("no talker kernel on this CPU (x86-64 AVX-512 VNNI with OpenMP only): ggml's own product runs")
+
+
+# rows not a multiple of 4 and blocks not a multiple of 16 take the one-row tail kernel
+@pytest.mark.parametrize("rows,cols", [(3072, 1024), (1024, 3072), (70, 1024), (5, 96), (1, 32), (12, 512)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_products_equal_ggml_mul_mat_bit_for_bit(rows, cols, threads):
+    _kernel_or_skip()
+    for seed in range(3):
+        assert LIB.kz_talker_backend_check(rows, cols, seed, threads) == 0.0
+
+
+def test_bad_arguments_are_refused():
+    assert LIB.kz_talker_backend_check(4, 33, 0, 1) == -1
+    assert LIB.kz_talker_backend_check(0, 32, 0, 1) == -1
+    assert LIB.kz_talker_backend_check(4, 32, 0, 0) == -1
+
+
+def _run(path, steps):
+    talker = Talker(path, threads=2, n_ctx=256)
+    inputs = np.random.default_rng(0).standard_normal((10 + steps, talker.hidden_size)).astype(np.float32) * 0.05
+    talker.reset(10 + steps)
+    before = LIB.kz_talker_backend_calls()
+    outputs = [talker.step(inputs[:10])]
+    prefill_calls = LIB.kz_talker_backend_calls() - before
+    outputs += [talker.step(row) for row in inputs[10:]]
+    talker.close()
+    return outputs, prefill_calls, LIB.kz_talker_backend_calls() - before
+
+
+def test_a_q8_0_talker_decodes_through_it_with_ggml_s_results(tiny_gguf, monkeypatch):
+    _kernel_or_skip()
+    path = tiny_gguf("tiny", "custom_voice", "q8_0")[0]
+    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "1")
+    ours, prefill_calls, calls = _run(path, 6)
+    assert LIB.kz_talker_backend_status().decode() == "avx512-vnni"
+    assert prefill_calls == 0, "a 10-row prefill stays on ggml's GEMM"
+    assert calls > 0 and calls % 6 == 0, "every step's Q8_0 products run on the kernel"
+    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "0")
+    theirs, _, off_calls = _run(path, 6)
+    assert "off" in LIB.kz_talker_backend_status().decode() and off_calls == 0
+    for (hidden_a, logits_a), (hidden_b, logits_b) in zip(ours, theirs):
+        assert np.array_equal(hidden_a, hidden_b) and np.array_equal(logits_a, logits_b)
+
+
+def test_an_f32_talker_never_reaches_it(tiny_gguf):
+    """Only Q8_0 weights are claimed: the F32 talker (the golden path) runs as before."""
+    _, prefill_calls, calls = _run(tiny_gguf("tiny", "custom_voice", "f32")[0], 3)
+    assert prefill_calls == calls == 0
+
+
+def test_the_native_engine_uses_it_too(tiny_gguf, monkeypatch):
+    """kz_tts loads its talker through llama.h (native/src/talker.cpp), which sets the backend up
+    the same way: greedy codes equal those with ggml's product."""
+    _kernel_or_skip()
+    from kazetts.engine.native_tts import NativeTTS
+
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "q8_0")
+
+    def codes(setting):
+        monkeypatch.setenv("KAZETTS_TALKER_BACKEND", setting)
+        tts = NativeTTS(talker, mmproj, threads=2, codec_weights="f32")
+        before = LIB.kz_talker_backend_calls()
+        result = tts.synthesize("Bonjour !", speaker="vivian", greedy=True, max_frames=6)
+        return np.asarray(result.codes), LIB.kz_talker_backend_calls() - before
+
+    (ours, calls), (theirs, off_calls) = codes("1"), codes("0")
+    assert calls > 0 and off_calls == 0
+    assert np.array_equal(ours, theirs)
