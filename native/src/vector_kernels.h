@@ -8,9 +8,12 @@
 
 // GCC if-converts a loop's selects only when FP ops may not trap; on x86-64, whose build targets
 // the baseline (SSE2), a kernel also gets AVX2 and AVX-512 clones, the loader picking the one
-// the CPU runs (ifunc). Clang vectorizes these loops as they are.
+// the CPU runs (ifunc). The clones are ISA levels (x86-64-v3: AVX2 + FMA, v4: AVX-512), which
+// the loader picks by the CPU's features: a named CPU model (arch=skylake-avx512, haswell) is
+// picked only on that very model, so any other CPU, or a VM reporting a generic one, ran the
+// scalar default. Clang vectorizes these loops as they are.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define KZ_VECTOR_KERNEL __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"), optimize("no-trapping-math")))
+#define KZ_VECTOR_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("no-trapping-math")))
 #elif defined(__GNUC__) && !defined(__clang__)
 #define KZ_VECTOR_KERNEL __attribute__((optimize("no-trapping-math")))
 #else
