@@ -64,8 +64,9 @@ struct Stage {
     std::vector<ResBlock> res;
     Conv down;  // after an ELU: kernel 2r, stride r
 };
-struct Layer {
-    ggml_tensor *ln1_w, *ln1_b, *q, *k, *v, *o, *ls1, *ln2_w, *ln2_b, *up, *down, *ls2;
+struct Layer {  // the linears are 1-tap convs without bias
+    ggml_tensor *ln1_w, *ln1_b, *ls1, *ln2_w, *ln2_b, *ls2;
+    Conv q, k, v, o, up, down;
 };
 
 struct Hparams {
@@ -124,6 +125,15 @@ struct Builder {
     ggml_tensor *plain(const std::string &name, std::vector<int64_t> ne) {
         const ggml_tensor *s = shaped(name, ne);
         return make(name, ne, [this, s] { return S.read(s); });
+    }
+    // a linear without bias (ggml [in, out]: numpy's rows of `in` values), as the 1-tap conv
+    Conv linear(const std::string &name, int64_t in, int64_t out) {
+        const ggml_tensor *s = shaped(name, {in, out});
+        Conv c;
+        c.cin = (int)in;
+        c.cout = (int)out;
+        c.w = make(name, kz::packed_shape(c), [this, s, c] { return kz::pack_rows(S.read(s), c); });
+        return c;
     }
     // torch Conv1d weight [cout, cin, k] (ggml ne [k, cin, cout]) -> rows j*cin + c, packed
     Conv conv(const std::string &name, int stride, int dil, bool bias, bool replicate) {
@@ -229,16 +239,16 @@ void load_model(Model &m, const char *path) {
         Layer l;
         l.ln1_w = B.plain(p + "ln1.weight", {H});
         l.ln1_b = B.plain(p + "ln1.bias", {H});
-        l.q = B.plain(p + "attn_q.weight", {H, qd});
-        l.k = B.plain(p + "attn_k.weight", {H, qd});
-        l.v = B.plain(p + "attn_v.weight", {H, qd});
-        l.o = B.plain(p + "attn_out.weight", {qd, H});
+        l.q = B.linear(p + "attn_q.weight", H, qd);
+        l.k = B.linear(p + "attn_k.weight", H, qd);
+        l.v = B.linear(p + "attn_v.weight", H, qd);
+        l.o = B.linear(p + "attn_out.weight", qd, H);
         l.ls1 = B.plain(p + "ls1.weight", {H});
         l.ln2_w = B.plain(p + "ln2.weight", {H});
         l.ln2_b = B.plain(p + "ln2.bias", {H});
         const int64_t ff = S.src(p + "ffn_up.weight")->ne[1];
-        l.up = B.plain(p + "ffn_up.weight", {H, ff});
-        l.down = B.plain(p + "ffn_down.weight", {ff, H});
+        l.up = B.linear(p + "ffn_up.weight", H, ff);
+        l.down = B.linear(p + "ffn_down.weight", ff, H);
         l.ls2 = B.plain(p + "ls2.weight", {H});
         m.layers.push_back(l);
     }
@@ -313,9 +323,9 @@ struct Graph {
         const float scale = 1.0f / std::sqrt((float)hd);
         for (const Layer &l : m.layers) {
             ggml_tensor *t = layer_norm(h, l.ln1_w, l.ln1_b);
-            ggml_tensor *q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.q, t), hd, hp.n_head, T);
-            ggml_tensor *k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.k, t), hd, hp.n_head, T);
-            ggml_tensor *v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.v, t), hd, hp.n_head, T);
+            ggml_tensor *q = ggml_reshape_3d(ctx, conv(t, l.q), hd, hp.n_head, T);
+            ggml_tensor *k = ggml_reshape_3d(ctx, conv(t, l.k), hd, hp.n_head, T);
+            ggml_tensor *v = ggml_reshape_3d(ctx, conv(t, l.v), hd, hp.n_head, T);
             q = ggml_rope_ext(ctx, q, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             k = ggml_rope_ext(ctx, k, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             ggml_tensor *qh = ggml_cont(ctx, ggml_permute(ctx, q, 0, 2, 1, 3));  // sgemm takes a contiguous right side only
@@ -324,9 +334,9 @@ struct Graph {
             ggml_tensor *vt = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));                                     // [T, hd, h]
             ggml_tensor *o = ggml_mul_mat(ctx, vt, kq);                                                              // [hd, T, h]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), hd * hp.n_head, T);
-            h = ggml_add(ctx, h, ggml_mul(ctx, ggml_mul_mat(ctx, l.o, o), l.ls1));
+            h = ggml_add(ctx, h, ggml_mul(ctx, conv(o, l.o), l.ls1));
             t = layer_norm(h, l.ln2_w, l.ln2_b);
-            ggml_tensor *f = ggml_mul_mat(ctx, l.down, ggml_gelu_erf(ctx, ggml_mul_mat(ctx, l.up, t)));
+            ggml_tensor *f = conv(ggml_gelu_erf(ctx, conv(t, l.up)), l.down);
             h = ggml_add(ctx, h, ggml_mul(ctx, f, l.ls2));
         }
         return h;
