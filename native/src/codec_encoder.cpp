@@ -280,6 +280,13 @@ void elu_op(ggml_tensor *dst, int ith, int nth, void *) {
     kz::elu((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
 }
 
+// dst = GELU(src[0]) (the erf form), both contiguous F32: ggml's calls libm's erff per element
+void gelu_op(ggml_tensor *dst, int ith, int nth, void *) {
+    const int64_t n = ggml_nelements(dst), per = (n + nth - 1) / nth;
+    const int64_t i0 = std::min(n, per * ith), i1 = std::min(n, i0 + per);
+    kz::gelu_erf((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
+}
+
 struct Graph {
     const Model &m;
     ggml_context *ctx;
@@ -297,9 +304,11 @@ struct Graph {
         return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, n, 1, 1, args, c.b ? 3 : 2, kz::conv_gemm_op, GGML_N_TASKS_MAX,
                                             const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c))), "conv_gemm");
     }
-    ggml_tensor *elu(ggml_tensor *x) {
+    ggml_tensor *elu(ggml_tensor *x) { return unary(x, elu_op, "elu"); }
+    ggml_tensor *gelu(ggml_tensor *x) { return unary(x, gelu_op, "gelu"); }
+    ggml_tensor *unary(ggml_tensor *x, ggml_custom_op_t op, const char *name) {
         ggml_tensor *args[1] = {x};
-        return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, elu_op, GGML_N_TASKS_MAX, nullptr), "elu");
+        return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, op, GGML_N_TASKS_MAX, nullptr), name);
     }
     // pcm [1, L] -> [hidden, ceil(L / hop)]
     ggml_tensor *seanet(ggml_tensor *x) {
@@ -336,7 +345,7 @@ struct Graph {
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), hd * hp.n_head, T);
             h = ggml_add(ctx, h, ggml_mul(ctx, conv(o, l.o), l.ls1));
             t = layer_norm(h, l.ln2_w, l.ln2_b);
-            ggml_tensor *f = conv(ggml_gelu_erf(ctx, conv(t, l.up)), l.down);
+            ggml_tensor *f = conv(gelu(conv(t, l.up)), l.down);
             h = ggml_add(ctx, h, ggml_mul(ctx, f, l.ls2));
         }
         return h;
