@@ -3,7 +3,7 @@
 // Layout: every activation is a ggml [channels, time] tensor (channel fastest), so 1x1 convs and
 // linears are plain mul_mat, per-channel parameters broadcast as [C] rows, and the left context of
 // a causal conv is a column block. With F16 weights a k-tap conv, and a ConvTranspose's product,
-// is conv_gemm_op: our own GEMM reading the taps straight from [left context ; input] in F32
+// is kz::conv_gemm_op (conv_gemm.cpp): our own GEMM reading the taps straight from [left context ; input] in F32
 // (ggml's F16 GEMM spends half its time widening both operands). With F32 weights it is one
 // mul_mat over an im2col matrix written in one pass from the left context and the input (no
 // concatenated copy). Snake writes the type its consumer multiplies in, so no matmul converts. A
@@ -17,6 +17,7 @@
 #include "kazetts/codec.h"
 
 #include "common_internal.h"
+#include "conv_gemm.h"
 #include "gguf_reader.h"
 
 #include "ggml.h"
@@ -57,15 +58,12 @@ int64_t kv_base(int64_t pos, int window) {
     return b <= 0 ? 0 : b / kKvAlign * kKvAlign;
 }
 
-// Rows a packed conv weight interleaves (the output channels one vector of the GEMM kernel holds).
-constexpr int kPackRows = 16;
+using kz::kPackRows;
 
-struct Conv {  // causal conv, stride 1: w [cin*k, cout] (tap-major rows), b [cout]
+// causal conv, stride 1 (pad_left = (k-1)*dil of left context): w [cin*k, cout] (tap-major rows), b [cout]
+struct Conv : kz::ConvShape {
     ggml_tensor *w = nullptr, *b = nullptr;
-    int cin = 0, cout = 0, k = 1, dil = 1;
-    // F16 weights are packed for conv_gemm_op: w [kPackRows * cin*k, ceil(cout / kPackRows)], block
-    // b holding rows b*kPackRows.. interleaved (value (row, i) at i*kPackRows + row % kPackRows), zero-padded
-    bool packed = false;
+    bool packed = false;  // F16 weights are packed for kz::conv_gemm_op (see kz::ConvShape)
 };
 struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: w [cin, k*cout], b [cout]
     ggml_tensor *w = nullptr, *b = nullptr;
@@ -142,20 +140,6 @@ struct Pending {
     std::function<std::vector<uint8_t>()> bytes;
 };
 
-// shape of a packed conv weight (see Conv::packed)
-std::vector<int64_t> packed_shape(const Conv &c) {
-    return {(int64_t)c.cin * c.k * kPackRows, (c.cout + kPackRows - 1) / kPackRows};
-}
-
-// w [cout rows of cin*k] -> the packed layout
-std::vector<float> pack_rows(const std::vector<float> &w, const Conv &c) {
-    const int64_t K = (int64_t)c.cin * c.k, shape1 = packed_shape(c)[1];
-    std::vector<float> p((size_t)(K * kPackRows * shape1), 0.0f);
-    for (int64_t co = 0; co < c.cout; co++)
-        for (int64_t i = 0; i < K; i++) p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
-    return p;
-}
-
 struct Builder {
     Model &m;
     const Loader &L;
@@ -212,12 +196,13 @@ struct Builder {
         c.cin = (int)s->ne[1];
         c.cout = (int)s->ne[2];
         c.dil = dil;
+        c.pad_left = (int64_t)(c.k - 1) * dil;
         c.packed = type == GGML_TYPE_F16;
         auto taps = [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); };
         if (!c.packed) {
             c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, taps);
         } else {
-            c.w = make(name + ".weight", type, packed_shape(c), [taps, c] { return pack_rows(taps(), c); });
+            c.w = make(name + ".weight", type, kz::packed_shape(c), [taps, c] { return kz::pack_rows(taps(), c); });
         }
         c.b = vec(name + ".bias", c.cout);
         return c;
@@ -247,7 +232,7 @@ struct Builder {
             c.gemm.cin = c.cin;
             c.gemm.cout = c.k * c.cout;
             c.gemm.packed = true;
-            c.gemm.w = c.w = make(name + ".weight", fast, packed_shape(c.gemm), [rows, g = c.gemm] { return pack_rows(rows(), g); });
+            c.gemm.w = c.w = make(name + ".weight", fast, kz::packed_shape(c.gemm), [rows, g = c.gemm] { return kz::pack_rows(rows(), g); });
         }
         c.b = vec(name + ".bias", c.cout);
         return c;
@@ -474,12 +459,7 @@ static void snake_row(float *y, const float *x, const float *alpha, const float 
     for (int64_t i = 0; i < n; i++) y[i] = x[i] + inv_beta[i] * sin_sq(alpha[i] * x[i]);
 }
 
-// rows [r0, r1) of nrows split evenly over nth threads
-static void thread_rows(int64_t nrows, int ith, int nth, int64_t &r0, int64_t &r1) {
-    const int64_t per = (nrows + nth - 1) / nth;
-    r0 = std::min<int64_t>(nrows, per * ith);
-    r1 = std::min<int64_t>(nrows, r0 + per);
-}
+using kz::thread_rows;
 
 // writes n floats as a row of dst's type (F32 or F16: the type the next matmul consumes)
 static void store_row(void *dst, ggml_type type, const float *src, int64_t n) {
@@ -528,131 +508,6 @@ static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
         }
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// conv GEMM: dst[cout, T] = b + W * cols([prev ; x]) straight from the F32 input (no im2col), F16
-// weights widened to F32 a block at a time, F32 inputs and sums. Every output value is the bias
-// plus its taps in one fixed order whatever T, the chunking or the threads, so streaming equals a
-// full decode bit for bit.
-// ---------------------------------------------------------------------------------------------
-
-typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
-constexpr int kGemmCols = 6;   // output columns a kernel call keeps in registers
-constexpr int kGemmDepth = 256;  // input channels of one tap widened (and reused over T) at once
-constexpr int64_t kGemmSpan = 42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
-
-// out[r][n] (RB blocks of rows, NC columns) = (first ? bias : out) + sum over i < depth of w[r][i] * cols[n][i],
-// w[r] at w + r * depth * kPackRows. Every row sums in the same order whatever RB and NC.
-template <int NC, int RB>
-static inline __attribute__((always_inline)) void gemm_tile(const float *w, const float *const *cols, int64_t depth,
-                                                            float *const (*out)[kGemmCols], bool first, const float *const *bias) {
-    vrow acc[RB][NC];
-    for (int r = 0; r < RB; r++)
-        for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[r][n], first ? bias[r] : out[r][n], sizeof(vrow));
-    for (int64_t i = 0; i < depth; i++) {
-        vrow wv[RB];
-        for (int r = 0; r < RB; r++) __builtin_memcpy(&wv[r], w + (r * depth + i) * kPackRows, sizeof(vrow));
-        for (int n = 0; n < NC; n++) {
-            const float xv = cols[n][i];
-            for (int r = 0; r < RB; r++) acc[r][n] += wv[r] * xv;
-        }
-    }
-    for (int r = 0; r < RB; r++)
-        for (int n = 0; n < NC; n++) __builtin_memcpy(out[r][n], &acc[r][n], sizeof(vrow));
-}
-
-template <int RB>
-static inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, const float *const *cols, int64_t depth,
-                                                            float *const (*out)[kGemmCols], bool first, const float *const *bias) {
-    switch (nc) {
-        case 1: gemm_tile<1, RB>(w, cols, depth, out, first, bias); break;
-        case 2: gemm_tile<2, RB>(w, cols, depth, out, first, bias); break;
-        case 3: gemm_tile<3, RB>(w, cols, depth, out, first, bias); break;
-        case 4: gemm_tile<4, RB>(w, cols, depth, out, first, bias); break;
-        case 5: gemm_tile<5, RB>(w, cols, depth, out, first, bias); break;
-        default: gemm_tile<kGemmCols, RB>(w, cols, depth, out, first, bias); break;
-    }
-}
-
-// src[0]: x [cin, T] F32, src[1]: packed F16 weights, src[2]: bias [cout] or none, src[3]: the left
-// context [cin, Lc] (F32) when Lc = (k-1)*dil > 0;
-// RB blocks of rows at a time where the registers allow (the rest one by one)
-template <int RB>
-static inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
-    const Conv &c = *static_cast<const Conv *>(userdata);
-    const ggml_tensor *x = dst->src[0], *w = dst->src[1];
-    alignas(64) static const float zeros[kPackRows] = {};
-    const float *bias = dst->src[2] ? (const float *)dst->src[2]->data : nullptr;
-    const ggml_tensor *prev = dst->src[3];
-    const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
-    const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, xs = x->nb[1] / sizeof(float), ds = dst->nb[1] / sizeof(float);
-    const int64_t blocks = w->ne[1], full = c.cout / kPackRows;  // blocks, and those without padded rows
-    int64_t b0, b1;
-    thread_rows(blocks, ith, nth, b0, b1);
-    if (b0 >= b1) return;
-    // RB blocks of weights widened to F32 (kept in L1 over all columns), a partial block's columns, its bias
-    alignas(64) float wf[RB * kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
-    const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
-    float *const dd = (float *)dst->data;
-    for (int64_t s0 = 0; s0 < T; s0 += kGemmSpan) {
-        const int64_t s1 = std::min(T, s0 + kGemmSpan);
-        for (int j = 0; j < c.k; j++) {
-            for (int64_t c0 = 0; c0 < c.cin; c0 += kGemmDepth) {
-                const int64_t depth = std::min<int64_t>(kGemmDepth, c.cin - c0), i0 = (int64_t)j * c.cin + c0;
-                const bool first = i0 == 0;
-                for (int64_t b = b0; b < b1;) {
-                    const int rb = b + RB <= std::min(b1, full) ? RB : 1;
-                    const bool partial = b >= full;
-                    for (int r = 0; r < rb; r++)
-                        ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows, depth * kPackRows);
-                    const int64_t r0 = b * kPackRows, valid = std::min<int64_t>(kPackRows, c.cout - r0);
-                    const float *bv[RB];
-                    for (int r = 0; r < rb; r++) bv[r] = bias ? bias + r0 + r * kPackRows : zeros;
-                    if (partial) {
-                        std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
-                        std::memcpy(bias_pad, bv[0], (size_t)valid * sizeof(float));
-                        bv[0] = bias_pad;
-                    }
-                    for (int64_t t0 = s0; t0 < s1; t0 += kGemmCols) {
-                        const int nc = (int)std::min<int64_t>(kGemmCols, s1 - t0);
-                        const float *cols[kGemmCols];
-                        float *out[RB][kGemmCols];
-                        for (int n = 0; n < nc; n++) {
-                            const int64_t col = t0 + n + (int64_t)j * c.dil - Lc;  // < 0: in the left context
-                            cols[n] = (col < 0 ? (const float *)((const char *)prev->data + (Lc + col) * prev->nb[1])
-                                               : (const float *)x->data + col * xs) + c0;
-                            for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
-                            if (partial) {
-                                if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
-                                out[0][n] = spill + n * kPackRows;
-                            }
-                        }
-                        if (rb == RB) gemm_cols<RB>(nc, wf, cols, depth, out, first, bv);
-                        else gemm_cols<1>(nc, wf, cols, depth, out, first, bv);
-                        if (partial)
-                            for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
-                    }
-                    b += rb;
-                }
-            }
-        }
-    }
-}
-
-// conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
-// features, so the choice is made here)
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<2>(d, i, n, u); }
-__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
-static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {
-    static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
-                             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
-                                                                                                : conv_gemm<1>;
-    impl(d, i, n, u);
-}
-#else
-static void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
-#endif
 
 // ---------------------------------------------------------------------------------------------
 // graph
@@ -743,8 +598,8 @@ struct Graph {
     ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
         if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
         ggml_tensor *args[4] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, !c.b ? 2 : Lc > 0 ? 4 : 3, conv_gemm_op,
-                              GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, !c.b ? 2 : Lc > 0 ? 4 : 3, kz::conv_gemm_op,
+                              GGML_N_TASKS_MAX, const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c)));
     }
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {

@@ -1,0 +1,202 @@
+// conv_gemm_op (see conv_gemm.h): register tiles of RB blocks of kPackRows output channels by
+// kGemmCols output steps, over spans of steps that keep their inputs and sums in L2.
+#include "conv_gemm.h"
+
+#include "ggml-cpu.h"
+
+#include <cstring>
+#include <vector>
+
+namespace kz {
+namespace {
+
+typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
+constexpr int kGemmCols = 6;                   // output columns a kernel call keeps in registers
+constexpr int kGemmDepth = 256;                // input channels of one tap done (and F16 widened, reused over T) at once
+constexpr int64_t kGemmSpan = 42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
+alignas(64) const float kZeros[kGemmDepth] = {};
+
+// out[r][n] (RB blocks of rows, NC columns) = (first ? bias : out) + sum over i < depth of w[r][i] * cols[n][i],
+// w[r] at w + r * wstride. Every row sums in the same order whatever RB and NC.
+template <int NC, int RB>
+inline __attribute__((always_inline)) void gemm_tile(const float *w, int64_t wstride, const float *const *cols, int64_t depth,
+                                                     float *const (*out)[kGemmCols], bool first, const float *const *bias) {
+    vrow acc[RB][NC];
+    for (int r = 0; r < RB; r++)
+        for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[r][n], first ? bias[r] : out[r][n], sizeof(vrow));
+    for (int64_t i = 0; i < depth; i++) {
+        vrow wv[RB];
+        for (int r = 0; r < RB; r++) __builtin_memcpy(&wv[r], w + r * wstride + i * kPackRows, sizeof(vrow));
+        for (int n = 0; n < NC; n++) {
+            const float xv = cols[n][i];
+            for (int r = 0; r < RB; r++) acc[r][n] += wv[r] * xv;
+        }
+    }
+    for (int r = 0; r < RB; r++)
+        for (int n = 0; n < NC; n++) __builtin_memcpy(out[r][n], &acc[r][n], sizeof(vrow));
+}
+
+template <int RB>
+inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, int64_t wstride, const float *const *cols, int64_t depth,
+                                                     float *const (*out)[kGemmCols], bool first, const float *const *bias) {
+    switch (nc) {
+        case 1: gemm_tile<1, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 2: gemm_tile<2, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 3: gemm_tile<3, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 4: gemm_tile<4, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 5: gemm_tile<5, RB>(w, wstride, cols, depth, out, first, bias); break;
+        default: gemm_tile<kGemmCols, RB>(w, wstride, cols, depth, out, first, bias); break;
+    }
+}
+
+// Input channels c0.. of the step that output step t's tap j reads (see ConvShape), or zeros.
+inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_tensor *prev, int64_t t, int j, int64_t c0) {
+    const int64_t steps = x->ne[1];
+    int64_t col = t * c.stride + (int64_t)j * c.dil - c.pad_left;
+    if (col < 0 || col >= steps) {
+        if (c.edge == ConvShape::kZeros) return kZeros;
+        if (c.edge == ConvShape::kContext) {
+            if (col >= 0) return kZeros;
+            return (const float *)((const char *)prev->data + (c.pad_left + col) * prev->nb[1]) + c0;
+        }
+        col = std::min<int64_t>(std::max<int64_t>(col, 0), steps - 1);
+    }
+    return (const float *)((const char *)x->data + col * x->nb[1]) + c0;
+}
+
+// Where the taps of output steps are read from. When the taps of a step lie side by side in x
+// (one tap, or dilation 1 over a dense x), all cin*k values of a step are one run, from x or, for
+// the few steps whose taps reach outside x, from a copy of them (`edge`); the GEMM then walks
+// that run in kGemmDepth pieces instead of tap by tap, which the small-cin convs (the 1-channel
+// first conv, the 32..128-channel ones at the sample rate) need: a tap there is too short a
+// depth to pay for loading and storing the accumulators. Each output still sums rows
+// 0..cin*k-1 in order (the accumulators pass through memory exactly), so both ways give the same bits.
+struct Taps {
+    const ConvShape &c;
+    const ggml_tensor *x, *prev;
+    int64_t K, steps, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
+    bool flat;
+    std::vector<float> edge;
+
+    Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T)
+        : c(c_), x(x_), prev(prev_), K((int64_t)c_.cin * c_.k), steps(x_->ne[1]),
+          flat(c_.k > 1 && c_.dil == 1 && x_->nb[1] == (size_t)c_.cin * sizeof(float)) {
+        if (!flat) return;
+        left = std::min<int64_t>(T, (c.pad_left + c.stride - 1) / c.stride);
+        right = T;
+        while (right > left && (right - 1) * c.stride - c.pad_left + c.k > steps) right--;
+        edge.resize((size_t)((left + T - right) * K));  // zeros
+        for (int64_t t = 0; t < T; t++) {
+            if (t == left) t = right;
+            if (t == T) break;
+            float *e = (float *)at(t, 0);
+            for (int j = 0; j < c.k; j++) {
+                const float *src = column(c, x, prev, t, j, 0);
+                if (src != kZeros) std::copy(src, src + c.cin, e + (int64_t)j * c.cin);
+            }
+        }
+    }
+    // the pieces of the depth: count, then piece p's first row and length
+    int64_t pieces() const { return flat ? (K + kGemmDepth - 1) / kGemmDepth : c.k * ((c.cin + kGemmDepth - 1) / kGemmDepth); }
+    void piece(int64_t p, int64_t &i0, int64_t &depth) const {
+        if (flat) {
+            i0 = p * kGemmDepth;
+            depth = std::min<int64_t>(kGemmDepth, K - i0);
+        } else {
+            const int64_t per = (c.cin + kGemmDepth - 1) / kGemmDepth, c0 = p % per * kGemmDepth;
+            i0 = p / per * c.cin + c0;
+            depth = std::min<int64_t>(kGemmDepth, c.cin - c0);
+        }
+    }
+    // rows i0..i0+depth of output step t's column
+    const float *at(int64_t t, int64_t i0) const {
+        if (!flat) return column(c, x, prev, t, (int)(i0 / c.cin), i0 % c.cin);
+        if (t < left) return edge.data() + t * K + i0;
+        if (t >= right) return edge.data() + (left + t - right) * K + i0;
+        return (const float *)x->data + (t * c.stride - c.pad_left) * c.cin + i0;
+    }
+};
+
+// RB blocks of rows at a time where the registers allow (the rest one by one)
+template <int RB>
+inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const ConvShape &c = *static_cast<const ConvShape *>(userdata);
+    const ggml_tensor *x = dst->src[0], *w = dst->src[1];
+    const float *bias = dst->src[2] ? (const float *)dst->src[2]->data : nullptr;
+    const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, ds = dst->nb[1] / sizeof(float);
+    const int64_t blocks = w->ne[1], full = c.cout / kPackRows;  // blocks, and those without padded rows
+    int64_t b0, b1;
+    thread_rows(blocks, ith, nth, b0, b1);
+    if (b0 >= b1) return;
+    const Taps taps(c, x, dst->src[3], T);
+    // F16 weights: RB blocks widened to F32 (kept in L1 over all columns); a partial block's columns, its bias
+    alignas(64) float wf[RB * kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
+    const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
+    const float *w32 = (const float *)w->data;
+    float *const dd = (float *)dst->data;
+    for (int64_t s0 = 0; s0 < T; s0 += kGemmSpan) {
+        const int64_t s1 = std::min(T, s0 + kGemmSpan);
+        for (int64_t p = 0; p < taps.pieces(); p++) {
+            int64_t i0, depth;
+            taps.piece(p, i0, depth);
+            const bool first = i0 == 0;
+            for (int64_t b = b0; b < b1;) {
+                const int rb = b + RB <= std::min(b1, full) ? RB : 1;
+                const bool partial = b >= full;
+                const float *wp = w32 + (b * K + i0) * kPackRows;
+                int64_t wstride = K * kPackRows;
+                if (w->type == GGML_TYPE_F16) {
+                    for (int r = 0; r < rb; r++)
+                        ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows, depth * kPackRows);
+                    wp = wf;
+                    wstride = depth * kPackRows;
+                }
+                const int64_t r0 = b * kPackRows, valid = std::min<int64_t>(kPackRows, c.cout - r0);
+                const float *bv[RB];
+                for (int r = 0; r < rb; r++) bv[r] = bias ? bias + r0 + r * kPackRows : kZeros;
+                if (partial) {
+                    std::fill(bias_pad, bias_pad + kPackRows, 0.0f);
+                    std::memcpy(bias_pad, bv[0], (size_t)valid * sizeof(float));
+                    bv[0] = bias_pad;
+                }
+                for (int64_t t0 = s0; t0 < s1; t0 += kGemmCols) {
+                    const int nc = (int)std::min<int64_t>(kGemmCols, s1 - t0);
+                    const float *cols[kGemmCols];
+                    float *out[RB][kGemmCols];
+                    for (int n = 0; n < nc; n++) {
+                        cols[n] = taps.at(t0 + n, i0);
+                        for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
+                        if (partial) {
+                            if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
+                            out[0][n] = spill + n * kPackRows;
+                        }
+                    }
+                    if (rb == RB) gemm_cols<RB>(nc, wp, wstride, cols, depth, out, first, bv);
+                    else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
+                    if (partial)
+                        for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
+                }
+                b += rb;
+            }
+        }
+    }
+}
+
+}  // namespace
+
+// conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
+// features, so the choice is made here)
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<2>(d, i, n, u); }
+__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
+void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {
+    static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
+                             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
+                                                                                                : conv_gemm<1>;
+    impl(d, i, n, u);
+}
+#else
+void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
+#endif
+
+}  // namespace kz

@@ -1,0 +1,56 @@
+// Our own GEMM for convolutions and linears (the codec decoder's and the codec encoder's), as a
+// ggml custom op: dst[cout, T] = bias + W * columns of the F32 input, read straight from the
+// input (no im2col matrix). Weights are packed (see ConvShape) in F16 (widened a block at a time)
+// or F32; inputs and sums are F32. Every output value is the bias plus its taps in one fixed
+// order (tap-major, then input channel) whatever T, the chunking or the threads. Internal.
+#pragma once
+
+#include "ggml.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace kz {
+
+// Rows a packed weight interleaves (the output channels one vector of the GEMM kernel holds).
+constexpr int kPackRows = 16;
+
+// What conv_gemm_op computes. Output step t, tap j reads input step t*stride + j*dil - pad_left
+// of x (src[0], F32 [cin, steps]); steps outside x are, by `edge`: the left context (src[3], F32
+// [cin, pad_left]: the pad_left steps before x), zeros, or x's nearest edge step. A linear is
+// the 1-tap conv. The weight (src[1]) is [kPackRows * cin*k, ceil(cout / kPackRows)]: block b
+// holds output channels b*kPackRows.. interleaved, value (channel, row i = j*cin + c) at
+// i*kPackRows + channel % kPackRows, zero-padded (pack_rows); the bias (src[2]) is [cout] or none.
+struct ConvShape {
+    enum Edge { kContext, kZeros, kReplicate };
+    int cin = 0, cout = 0, k = 1, dil = 1, stride = 1;
+    int64_t pad_left = 0;
+    Edge edge = kContext;
+};
+
+// shape of a packed weight
+inline std::vector<int64_t> packed_shape(const ConvShape &c) {
+    return {(int64_t)c.cin * c.k * kPackRows, (c.cout + kPackRows - 1) / kPackRows};
+}
+
+// w [cout rows of cin*k] -> the packed layout
+inline std::vector<float> pack_rows(const std::vector<float> &w, const ConvShape &c) {
+    const int64_t K = (int64_t)c.cin * c.k, shape1 = packed_shape(c)[1];
+    std::vector<float> p((size_t)(K * kPackRows * shape1), 0.0f);
+    for (int64_t co = 0; co < c.cout; co++)
+        for (int64_t i = 0; i < K; i++) p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
+    return p;
+}
+
+// rows [r0, r1) of nrows split evenly over nth threads
+inline void thread_rows(int64_t nrows, int ith, int nth, int64_t &r0, int64_t &r1) {
+    const int64_t per = (nrows + nth - 1) / nth;
+    r0 = std::min<int64_t>(nrows, per * ith);
+    r1 = std::min<int64_t>(nrows, r0 + per);
+}
+
+// The ggml custom op (userdata: the const ConvShape); dst is F32 [cout, T], T output steps.
+void conv_gemm_op(ggml_tensor *dst, int ith, int nth, void *userdata);
+
+}  // namespace kz
