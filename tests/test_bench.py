@@ -123,6 +123,22 @@ def test_custom_voice_rows_are_not_held_against_base_peers():
     assert bench_report.label(rows[0]) == "kazetts CustomVoice q8_0 t2"
 
 
+def test_variant_files_are_quantized_from_f32_once(tiny_checkpoint, tiny_gguf, tmp_path, monkeypatch):
+    import bench_common
+    from kazetts.gguf.header import GGUFHeader
+
+    monkeypatch.setattr(bench_common, "CACHE", tmp_path)  # the session's tiny files, not the bench's cache
+    monkeypatch.setattr(bench_common, "checkpoint", lambda preset, model_type, seed: tiny_checkpoint(preset, model_type, seed))
+    monkeypatch.setattr(bench_common, "converted", lambda preset, t, model_type, seed: tiny_gguf(preset, model_type, t, seed))
+    talker, mmproj = bench.model_files("tiny", "q4_0/q8_0", "custom_voice", 0)
+    assert talker.parent.parent == tmp_path and talker.name.endswith("-talker-q4_0.gguf")
+    assert mmproj == tiny_gguf("tiny", "custom_voice", "q8_0")[1]
+    assert GGUFHeader(talker).tensors["blk.0.attn_q.weight"][1].name == "Q4_0"
+    assert GGUFHeader(talker).kv["general.architecture"] == "qwen3tts"
+    made = talker.stat().st_mtime_ns
+    assert bench.model_files("tiny", "q4_0/q8_0", "custom_voice", 0)[0].stat().st_mtime_ns == made
+
+
 def test_smoke_run(ref_python, tmp_path):
     out = tmp_path / "bench"
     r = subprocess.run(["make", "--no-print-directory", "bench-smoke", f"BENCH_SMOKE_OUT={out}"],
