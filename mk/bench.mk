@@ -25,5 +25,5 @@ bench: setup ref $(LLAMA_TTS)
 		--chart docs/benchmarks.png $(BENCH_ARGS)
 
 bench-smoke: setup ref $(LLAMA_TTS)
-	$(VENV)/bin/python scripts/bench.py --llama-tts $(LLAMA_TTS) --weights q8_0 --threads 2 --frames 8 \
+	$(VENV)/bin/python scripts/bench.py --llama-tts $(LLAMA_TTS) --weights q8_0 --variants --threads 2 --frames 8 \
 		--out $(BENCH_SMOKE_OUT) --chart $(BENCH_SMOKE_OUT)/bench.png

@@ -4,12 +4,18 @@ llama.cpp's own llama-tts, on the same weights and work.
     make bench          # full run: 0.6b, F16 and Q8_0, threads 1 and 2, appended to docs/benchmarks.md
     make bench-smoke    # reduced run that keeps the harness working (CI)
     .venv/bin/python scripts/bench.py --llama-tts PATH [--preset 0.6b] [--frames 64] [--threads 1 2]
-                        [--weights f16 q8_0] [--engines kazetts kazetts-native llama-tts reference]
-                        [--report MD] [--chart PNG]
+                        [--weights f16 q8_0] [--variants q4_k_m/q8_0 q8_0/q4_0 ...]
+                        [--models base custom_voice]
+                        [--engines kazetts kazetts-native llama-tts reference] [--report MD] [--chart PNG]
 
 The synthetic Base checkpoint of the preset (llama-tts only loads Base models) is built and
 converted once (cached under ~/.cache/kazetts/models); kazetts and llama-tts read the same GGUF
-files, the reference the checkpoint in float32. Every engine says the same French paragraph in
+files, the reference the checkpoint in float32. `--models custom_voice` also runs the kazetts
+engines on the preset's CustomVoice checkpoint (its first speaker by name). `--variants TALKER/MMPROJ`
+runs the kazetts engines on smaller talker / code predictor types too (q4_0, q4_k_m: `kazetts
+quantize` of the F32 files, as users make them), and every kazetts row then reports the share of
+its greedy codes equal to those of the kazetts F32 files (an extra row) on the same request.
+Every engine says the same French paragraph in
 the same voice (a fixed synthetic WAV: llama-tts encodes it with its own speaker encoder, the
 reference's encoder gives the x-vector kazetts and the reference use), with the non-streaming
 text prompt llama-tts builds (kazetts also with the streaming-text prompt, the reference's default,
@@ -36,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench_llama_tts  # noqa: E402
 import bench_report  # noqa: E402
-from bench_common import CACHE, REF_PYTHON, REPO, TEXT, checkpoint, converted, run_measured  # noqa: E402
+from bench_common import CACHE, REF_PYTHON, REPO, TEXT, checkpoint, run_measured, weights_file  # noqa: E402
 from dump_goldens import cpu_model  # noqa: E402
 
 LANGUAGE = "french"
@@ -44,6 +50,28 @@ RUNTIME_PYTHON = REPO / ".venv" / "bin" / "python"
 ENGINES = ["kazetts", "kazetts-native", "llama-tts", "reference"]
 WORKERS = {"kazetts": "scripts/bench_kazetts.py", "kazetts-native": "scripts/bench_native.py"}  # the kazetts engines
 SPEAKER_RATE, SPEAKER_SECONDS = 24000, 3.0
+BASE, CUSTOM_VOICE = "base", "custom_voice"
+# --variants: talker types llama.cpp's quantizer makes, code predictor types the native code predictor runs
+TALKER_TYPES = ("f32", "f16", "q8_0", "q4_k_m", "q4_0")
+MMPROJ_TYPES = ("f32", "f16", "q8_0", "q4_0")
+VARIANTS = ["q4_k_m/q8_0", "q4_0/q8_0", "q8_0/q4_0", "q4_k_m/q4_0"]
+
+
+def variant(spec: str) -> str:
+    """A --variants item: TALKER/MMPROJ types (one type: both files)."""
+    talker, _, mmproj = spec.lower().partition("/")
+    mmproj = mmproj or talker
+    if talker not in TALKER_TYPES or mmproj not in MMPROJ_TYPES:
+        raise argparse.ArgumentTypeError(f"{spec!r}: give TALKER/MMPROJ types, talker one of {', '.join(TALKER_TYPES)}, "
+                                         f"mmproj (code predictor) one of {', '.join(MMPROJ_TYPES)}")
+    return talker if talker == mmproj else f"{talker}/{mmproj}"
+
+
+def model_files(preset: str, weights: str, model: str, seed: int) -> tuple[pathlib.Path, pathlib.Path]:
+    """(talker, mmproj) for a row's weights: one type, or TALKER/MMPROJ."""
+    talker, _, mmproj = weights.partition("/")
+    return (weights_file(preset, "talker", talker, model, seed),
+            weights_file(preset, "mmproj", mmproj or talker, model, seed))
 
 
 def speaker_wav(path: pathlib.Path) -> pathlib.Path:
@@ -72,22 +100,24 @@ def xvector(ck: pathlib.Path, wav: pathlib.Path) -> pathlib.Path:
 
 
 def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path,
-               prompt: str = bench_report.NON_STREAMING) -> dict:
-    """One engine, weight type, thread count (and for kazetts text prompt) in its own process -> a
-    row of the table."""
-    row = {"engine": engine, "weights": weights, "threads": threads, "prompt": prompt}
-    work = ["--xvector", str(voice["xvector"]), "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames),
-            "--threads", str(threads)]
+               prompt: str = bench_report.NON_STREAMING, model: str = BASE) -> dict:
+    """One engine, model, weight type, thread count (and for kazetts text prompt) in its own
+    process -> a row of the table."""
+    row = {"engine": engine, "model": model, "weights": weights, "threads": threads, "prompt": prompt}
+    speaker = ["--speaker", voice["speaker"]] if model == CUSTOM_VOICE else ["--xvector", str(voice["xvector"])]
+    work = [*speaker, "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames), "--threads", str(threads)]
     if engine in WORKERS:
-        cmd = [str(RUNTIME_PYTHON), WORKERS[engine], *map(str, files[weights]), *work,
-               "--codec", a.codec, "--chunk-frames", str(a.chunk_frames)]
+        codes = out / f"codes-{engine}-{model}-{weights.replace('/', '+')}-t{threads}-{prompt}.npy"
+        codes.unlink(missing_ok=True)
+        cmd = [str(RUNTIME_PYTHON), WORKERS[engine], *map(str, files[model, weights]), *work,
+               "--codec", a.codec, "--chunk-frames", str(a.chunk_frames), "--codes-out", str(codes)]
         cmd += ["--text-streaming"] if prompt == bench_report.STREAMING else []
     elif engine == "reference":
         cmd = [str(REF_PYTHON), "scripts/bench_reference.py", str(files["checkpoint"]), *work]
     else:
         wav_out = out / f"llama-tts-{weights}-t{threads}.wav"
-        cmd = bench_llama_tts.command(a.llama_tts, *map(str, files[weights]), TEXT, LANGUAGE, a.frames, threads,
-                                      str(voice["wav"]), files["eos_token"], str(wav_out), files["repack"])
+        cmd = bench_llama_tts.command(a.llama_tts, *map(str, files[model, weights]), TEXT, LANGUAGE, a.frames,
+                                      threads, str(voice["wav"]), files["eos_token"], str(wav_out), files["repack"])
     r = run_measured(cmd, env={"OMP_THREAD_LIMIT": str(threads)})
     try:
         if r.returncode != 0:
@@ -95,12 +125,51 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
         row.update(bench_llama_tts.parse(r.stdout + r.stderr, r.wall_s) if engine == "llama-tts" else r.result())
         if row["frames"] != a.frames:
             raise ValueError(f"{row['frames']} frames instead of {a.frames}")
+        if engine in WORKERS:
+            row["codes_file"] = str(codes)
     except (ValueError, IndexError) as err:  # also: no JSON line, or not JSON
         row["error"] = str(err)
         print(f"{bench_report.label(row)} failed ({err}); its output ends with:\n{(r.stdout + r.stderr)[-3000:]}",
               file=sys.stderr)
     row["peak_rss_mb"] = r.peak_rss_mb
     return row
+
+
+def codes_agreement(rows: list[dict]) -> None:
+    """Sets each kazetts row's share of greedy codes equal to the kazetts F32 row's (same model,
+    threads and prompt; frames it lacks count as different) and the first frame that differs."""
+    anchors = {(r["model"], r["threads"], r["prompt"]): np.load(r["codes_file"]) for r in rows
+               if r["engine"] == "kazetts" and r["weights"] == "f32" and r.get("codes_file")}
+    for row in rows:
+        f32 = anchors.get((row["model"], row["threads"], row["prompt"]))
+        if f32 is None or not row.get("codes_file"):
+            continue
+        codes = np.load(row["codes_file"])
+        n = min(len(codes), len(f32))
+        same = codes[:n] == f32[:n]
+        row["codes_equal_f32"] = float(same.sum() / f32.size)
+        differ = np.flatnonzero(~same.all(axis=1))
+        row["first_frame_unlike_f32"] = int(differ[0]) if len(differ) else (None if n == len(f32) else n)
+
+
+def plan(a) -> list[tuple[int, str, str, str, str]]:
+    """(threads, model, engine, weights, prompt) of every run, in order. The kazetts engines also
+    run the --variants, and F32 when there are variants (the codes they are held against); only
+    the kazetts engines run CustomVoice (llama-tts loads only Base, the reference here takes an
+    x-vector); the variants run the non-streaming prompt only, like F32's codes they are held to."""
+    kazetts_weights = list(dict.fromkeys((["f32"] if a.variants else []) + a.weights + a.variants))
+    runs = []
+    for threads in a.threads:
+        for model in a.models:
+            for engine in a.engines:
+                if model != BASE and engine not in WORKERS:
+                    continue
+                weights = ["f32"] if engine == "reference" else kazetts_weights if engine in WORKERS else a.weights
+                for w in weights:
+                    both = engine == "kazetts" and w in a.weights
+                    for prompt in (a.kazetts_prompts if both else [bench_report.NON_STREAMING]):
+                        runs.append((threads, model, engine, w, prompt))
+    return runs
 
 
 def _git(*args: str) -> str:
@@ -114,15 +183,21 @@ def machine() -> dict:
 
 
 def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: float) -> str:
-    settings = (f"preset `{a.preset}` (synthetic Base, seed {a.seed}), {a.frames} frames "
+    models = " and ".join({BASE: "Base", CUSTOM_VOICE: "CustomVoice"}[m] for m in a.models)
+    settings = (f"preset `{a.preset}` (synthetic {models}, seed {a.seed}), {a.frames} frames "
                 f"({a.frames * 0.08:.2f} s of audio) of a {len(TEXT.split())}-word French paragraph, greedy, "
                 "end-of-speech forbidden, non-streaming text prompt (kazetts also the streaming-text one: the "
-                f"'streaming text' rows), x-vector speaker; kazetts codec weights {a.codec}, audio for the "
+                "'streaming text' rows), x-vector speaker (CustomVoice: its first speaker by name); weights "
+                "T/C: talker T, mmproj (code predictor) C, Q4 files made by `kazetts quantize` from the F32 "
+                "ones; codes = F32: share of the request's greedy codes equal to the kazetts F32 files' "
+                f"(and the first frame that differs); kazetts codec weights {a.codec}, audio for the "
                 f"first frame then every {a.chunk_frames} frames; reference float32 SDPA")
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
         settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
-        bench_report.table(rows), "", bench_report.ratio_table(rows), "", *bench_report.targets(rows), ""])
+        bench_report.table(rows), "", bench_report.ratio_table(rows), "",
+        *(bench_report.targets(rows) if a.preset == bench_report.TARGET_PRESET else
+          [f"targets: judged on the {bench_report.TARGET_PRESET} preset"]), ""])
 
 
 def main() -> int:
@@ -135,6 +210,11 @@ def main() -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--weights", nargs="+", default=["f16", "q8_0"], choices=["f32", "f16", "q8_0"],
                     help="GGUF types for kazetts and llama-tts")
+    ap.add_argument("--variants", nargs="*", type=variant, default=VARIANTS, metavar="TALKER/MMPROJ",
+                    help="kazetts only: talker/code predictor types, held against F32's codes "
+                         f"(default {' '.join(VARIANTS)}; none: --variants with no value)")
+    ap.add_argument("--models", nargs="+", default=[BASE], choices=[BASE, CUSTOM_VOICE],
+                    help="synthetic checkpoints (custom_voice: the kazetts engines only)")
     ap.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
     ap.add_argument("--codec", default="f16", help="kazetts codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="kazetts: frames per audio chunk after the first")
@@ -152,21 +232,24 @@ def main() -> int:
     from kazetts.stages.talker import extra_buffers_are_safe
     from kazetts.stages.talker_file import TalkerFile
 
-    files = {w: converted(a.preset, w, "base", a.seed) for w in a.weights}
-    files["checkpoint"] = checkpoint(a.preset, "base", a.seed)
-    first = TalkerFile(files[a.weights[0]][0])
+    runs = plan(a)
+    files = {(model, w): model_files(a.preset, w, model, a.seed)
+             for model, w in dict.fromkeys((m, w) for _, m, e, w, _ in runs if e != "reference")}
+    files["checkpoint"] = checkpoint(a.preset, BASE, a.seed)
+    first = TalkerFile(model_files(a.preset, a.weights[0], BASE, a.seed)[0])
     files["eos_token"] = first.text_vocab_size + first.voices.codec_eos
     files["repack"] = extra_buffers_are_safe()  # llama-tts's buffers as kazetts's talker chooses them
     wav = speaker_wav(a.out / "speaker.wav")
     voice = {"wav": wav, "xvector": xvector(files["checkpoint"], wav)}
+    if CUSTOM_VOICE in a.models:
+        voice["speaker"] = next(iter(TalkerFile(model_files(a.preset, a.weights[0], CUSTOM_VOICE, a.seed)[0])
+                                     .voices.speakers))
 
     rows = []
-    for threads in a.threads:
-        for engine in a.engines:
-            for weights in (["f32"] if engine == "reference" else a.weights):
-                for prompt in (a.kazetts_prompts if engine == "kazetts" else [bench_report.NON_STREAMING]):
-                    rows.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt))
-                    print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
+    for threads, model, engine, weights, prompt in runs:
+        rows.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model))
+        print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
+    codes_agreement(rows)
     meta = machine()
     report = markdown(meta, a, rows, load_before, os.getloadavg()[0])
     print("\n" + report)

@@ -47,6 +47,25 @@ def converted(preset: str, out_type: str, model_type: str = "custom_voice", seed
     return talker, mmproj
 
 
+def weights_file(preset: str, kind: str, out_type: str, model_type: str = "custom_voice", seed: int = 0):
+    """The `kind` ("talker" or "mmproj") GGUF file of that checkpoint at `out_type`: converted for
+    the types `kazetts convert` writes, else (q4_0, q4_k_m, ...) `kazetts quantize` of the F32 file,
+    as users make them; quantized once (quantize renames its output into place only when done)."""
+    from kazetts.tools.convert import OUT_TYPES
+    from kazetts.tools.quantize import quantize_file
+
+    index = ("talker", "mmproj").index(kind)
+    if out_type in OUT_TYPES:
+        return converted(preset, out_type, model_type, seed)[index]
+    source = converted(preset, "f32", model_type, seed)[index]
+    ck = checkpoint(preset, model_type, seed)
+    out = CACHE / f"{ck.name}-gguf-{out_type}" / f"{ck.name}-{kind}-{out_type}.gguf"
+    if not out.exists():
+        print(f"quantizing {source.name} to {out_type} ...", flush=True)
+        quantize_file(source, out, out_type)
+    return out
+
+
 def memory_status() -> dict[str, float]:
     """This process's resident memory (VmRSS, split into RssAnon and RssFile) and its peak so far
     (VmHWM), in MB."""

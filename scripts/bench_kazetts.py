@@ -1,11 +1,13 @@
 """kazetts side of scripts/bench.py: one request in its own process (runtime environment).
 
-    .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
-                     [--text-streaming] [--codec-threads N]
+    .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ (--xvector X.npy | --speaker NAME) --text T
+                     --frames N --threads N [--text-streaming] [--codec-threads N] [--codes-out CODES.npy]
 
 Prints one JSON line: load (with a short warm-up request, as llama-tts warms up while loading),
 then for the timed request prefill, talker, code predictor and codec seconds, first audio and
 the request's wall time. End-of-speech is forbidden so that every engine says `--frames` frames.
+`--codes-out` saves the request's greedy codes [frames, 16] (scripts/bench.py holds them against
+F32's).
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ def forbid_eos(tts: TTS) -> None:
 
 def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     """A kazetts worker's command line (scripts/bench.py's run_engine) and the request options
-    every kazetts engine gets: greedy, the x-vector speaker, the non-streaming text prompt unless
-    --text-streaming."""
+    every kazetts engine gets: greedy, the x-vector (Base) or named (CustomVoice) speaker, the
+    non-streaming text prompt unless --text-streaming."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("talker")
     ap.add_argument("mmproj")
-    ap.add_argument("--xvector", required=True, help=".npy speaker embedding")
+    voice = ap.add_mutually_exclusive_group(required=True)
+    voice.add_argument("--xvector", help=".npy speaker embedding (Base models)")
+    voice.add_argument("--speaker", help="speaker name (CustomVoice models)")
     ap.add_argument("--text", required=True)
     ap.add_argument("--language", default="french")
     ap.add_argument("--frames", type=int, required=True)
@@ -58,9 +62,17 @@ def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
     ap.add_argument("--text-streaming", action="store_true",
                     help="the streaming-text prompt (the reference's default) instead of the non-streaming one")
+    ap.add_argument("--codes-out", type=pathlib.Path, help=".npy file for the request's codes [frames, 16]")
     a = ap.parse_args()
-    return a, dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=a.text_streaming,
-                   greedy=True, chunk_frames=a.chunk_frames)
+    voice = dict(speaker=a.speaker) if a.speaker else dict(speaker_embedding=np.load(a.xvector))
+    return a, dict(language=a.language, text_streaming=a.text_streaming, greedy=True, chunk_frames=a.chunk_frames,
+                   **voice)
+
+
+def save_codes(path: pathlib.Path | None, codes) -> None:
+    """The request's codes [frames, 16] as int32 .npy, when --codes-out asked for them."""
+    if path is not None:
+        np.save(path, np.asarray(codes, dtype=np.int32).reshape(-1, 16))
 
 
 def main() -> None:
@@ -74,15 +86,18 @@ def main() -> None:
         pass
     load, load_rss = time.perf_counter() - start, peak_rss_mb()
     timings: dict = {}
+    codes: list = []
     samples, first_audio, start = 0, None, time.perf_counter()
-    for chunk in tts.stream(a.text, max_frames=a.frames, timings=timings, **options):
+    for chunk in tts.stream(a.text, max_frames=a.frames, timings=timings, codes_out=codes, **options):
         first_audio = first_audio or time.perf_counter() - start
         samples += len(chunk.audio)
+    request = time.perf_counter() - start
+    save_codes(a.codes_out, codes)
     print(json.dumps({
         "load_s": load, "load_peak_rss_mb": load_rss, "frames": timings["frames"], "audio_s": samples / tts.sample_rate,
         "prefill_s": timings["prefill"], "talker_s": timings["talker"] - timings["prefill"],
         "code_predictor_s": timings["code_predictor"], "codec_s": timings["codec"],
-        "first_audio_s": first_audio, "request_s": time.perf_counter() - start,
+        "first_audio_s": first_audio, "request_s": request,
     }))
 
 

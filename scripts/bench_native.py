@@ -1,7 +1,8 @@
 """kazetts native engine side of scripts/bench.py: one request through libkazetts' tts.h (the whole
 pipeline in C++, what an Android app calls through JNI) in its own process.
 
-    .venv/bin/python scripts/bench_native.py TALKER MMPROJ --xvector X.npy --text T --frames N --threads N
+    .venv/bin/python scripts/bench_native.py TALKER MMPROJ (--xvector X.npy | --speaker NAME) --text T
+                     --frames N --threads N [--codes-out CODES.npy]
 
 The same work as scripts/bench_kazetts.py (the Python engine): load with a short warm-up request,
 then the timed request, greedy, non-streaming text prompt, the x-vector speaker, audio for the
@@ -21,7 +22,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_common import peak_rss_mb  # noqa: E402
-from bench_kazetts import WARMUP_FRAMES, WARMUP_TEXT, worker_arguments  # noqa: E402
+from bench_kazetts import WARMUP_FRAMES, WARMUP_TEXT, save_codes, worker_arguments  # noqa: E402
 from kazetts.engine.native_tts import NativeTTS  # noqa: E402
 
 
@@ -41,6 +42,7 @@ def main() -> None:
     start = time.perf_counter()
     r = tts.synthesize(a.text, on_chunk=on_chunk, max_frames=a.frames, **options)
     request = time.perf_counter() - start
+    save_codes(a.codes_out, r.codes)
     t = {name: ms / 1000 for name, ms in r.timings.items()}
     print(json.dumps({
         "load_s": load, "load_peak_rss_mb": load_rss, "frames": int(r.codes.shape[0]),

@@ -26,7 +26,7 @@ FIGURES = [
 NON_STREAMING, STREAMING = "non-streaming", "streaming"
 PROMPTS = [NON_STREAMING, STREAMING]
 # issue 18's targets, judged on the 0.6b preset, Q8_0, 2 threads (first audio: streaming text)
-TARGET_WEIGHTS, TARGET_THREADS = "q8_0", 2
+TARGET_PRESET, TARGET_WEIGHTS, TARGET_THREADS = "0.6b", "q8_0", 2
 MAX_MS_PER_FRAME, MIN_SPEEDUP_LLAMA, MIN_SPEEDUP_REFERENCE = 95.0, 3.0, 5.0
 MAX_FIRST_AUDIO_MS, MAX_RSS_MB = 300.0, 1000.0
 
@@ -52,8 +52,22 @@ def streaming(row: dict) -> bool:
     return row.get("prompt") == STREAMING
 
 
+def custom_voice(row: dict) -> bool:
+    return row.get("model") == "custom_voice"
+
+
 def label(row: dict) -> str:
-    return f"{row['engine']} {row['weights']} t{row['threads']}" + (" streaming text" if streaming(row) else "")
+    return (f"{row['engine']}{' CustomVoice' if custom_voice(row) else ''} {row['weights']} t{row['threads']}"
+            + (" streaming text" if streaming(row) else ""))
+
+
+def codes_cell(row: dict) -> str:
+    """Share of greedy codes equal to F32's, and the first frame that differs."""
+    share = row.get("codes_equal_f32")
+    if share is None:
+        return "n/a"
+    first = row.get("first_frame_unlike_f32")
+    return f"{100 * share:.1f}%" + ("" if first is None else f" (frame {first})")
 
 
 def _cell(value, fmt: str) -> str:
@@ -62,16 +76,17 @@ def _cell(value, fmt: str) -> str:
 
 def table(rows: list[dict]) -> str:
     """Markdown table, one line per engine/weights/threads; failed runs say why."""
-    lines = ["| engine | weights | threads | frames | " + " | ".join(h for _, h, _ in FIGURES) + " |",
-             "|---|---|---|---|" + "---|" * len(FIGURES)]
+    lines = ["| engine | weights | threads | frames | " + " | ".join(h for _, h, _ in FIGURES) + " | codes = F32 |",
+             "|---|---|---|---|" + "---|" * (len(FIGURES) + 1)]
     for row in rows:
-        engine = row["engine"] + (" (streaming text)" if streaming(row) else "")
+        engine = row["engine"] + (" CustomVoice" if custom_voice(row) else "") + (" (streaming text)" if streaming(row) else "")
         head = f"| {engine} | {row['weights']} | {row['threads']} | "
         if row.get("error"):
-            lines.append(head + f"- | FAILED: {row['error']} |" + " |" * (len(FIGURES) - 1))
+            lines.append(head + f"- | FAILED: {row['error']} |" + " |" * len(FIGURES))
             continue
         values = figures(row)
-        lines.append(head + f"{row['frames']} | " + " | ".join(_cell(values[k], f) for k, _, f in FIGURES) + " |")
+        lines.append(head + f"{row['frames']} | " + " | ".join(_cell(values[k], f) for k, _, f in FIGURES)
+                     + f" | {codes_cell(row)} |")
     return "\n".join(lines)
 
 
@@ -84,7 +99,8 @@ def peers(rows: list[dict], row: dict) -> list[dict]:
     def same_files(p, engine):
         return p["engine"] == engine and p["weights"] == row["weights"]
 
-    return [p for p in rows if not p.get("error") and not streaming(p) and p["threads"] == row["threads"] and (
+    return [p for p in rows if not p.get("error") and not streaming(p) and p["threads"] == row["threads"]
+            and custom_voice(p) == custom_voice(row) and (
         same_files(p, "kazetts") if row["engine"] == NATIVE else
         same_files(p, "llama-tts") or p["engine"] == "reference")]
 
@@ -106,7 +122,7 @@ def ratio_table(rows: list[dict]) -> str:
 
 def _find(rows, engine, weights=None, prompt=NON_STREAMING):
     for row in rows:
-        if (row["engine"] == engine and row["threads"] == TARGET_THREADS and not row.get("error")
+        if (row["engine"] == engine and row["threads"] == TARGET_THREADS and not row.get("error") and not custom_voice(row)
                 and (weights is None or row["weights"] == weights) and row.get("prompt", NON_STREAMING) == prompt):
             return row
     return None

@@ -8,11 +8,13 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
+import bench  # noqa: E402
 import bench_llama_tts  # noqa: E402
 import bench_report  # noqa: E402
 
@@ -62,6 +64,79 @@ def test_native_engine_rows_are_held_against_the_python_engine():
     assert target.startswith("- native engine no slower than the Python engine") and target.endswith(": met")
     slower = bench_report.targets([_row("kazetts"), _row("kazetts-native", codec_s=0.6, peak_rss_mb=1100.0)])[-1]
     assert slower.endswith("MISSED on codec, peak rss") and "codec 2.00" in slower
+
+
+def _args(*argv):
+    import argparse
+
+    a = argparse.Namespace(threads=[2], models=["base"], engines=bench.ENGINES, weights=["q8_0"], variants=[],
+                           kazetts_prompts=bench_report.PROMPTS)
+    for key, value in zip(argv[::2], argv[1::2]):
+        setattr(a, key, value)
+    return a
+
+
+def test_variants_run_on_the_kazetts_engines_beside_f32():
+    runs = bench.plan(_args("variants", ["q4_k_m/q8_0"], "models", ["base", "custom_voice"]))
+    kazetts = [(m, e, w, p) for _, m, e, w, p in runs if e in bench.WORKERS]
+    assert ("base", "kazetts", "f32", "non-streaming") in kazetts          # the codes the variants are held to
+    assert ("base", "kazetts", "q4_k_m/q8_0", "non-streaming") in kazetts
+    assert ("base", "kazetts", "q4_k_m/q8_0", "streaming") not in kazetts  # F32's codes: non-streaming only
+    assert ("base", "kazetts", "q8_0", "streaming") in kazetts
+    assert ("custom_voice", "kazetts-native", "q4_k_m/q8_0", "non-streaming") in kazetts
+    others = {(m, e, w) for _, m, e, w, _ in runs if e not in bench.WORKERS}
+    assert others == {("base", "llama-tts", "q8_0"), ("base", "reference", "f32")}
+    assert not any(e in bench.WORKERS and w == "f32" for _, _, e, w, _ in bench.plan(_args()))  # no variants: no F32
+
+
+def test_variant_names_are_checked():
+    assert bench.variant("Q4_K_M/q8_0") == "q4_k_m/q8_0" and bench.variant("q4_0") == "q4_0"
+    for bad in ("q4_k_m/q4_k_m", "q3_k/q8_0", "q8_0/q5_0"):
+        with pytest.raises(Exception, match="talker one of"):
+            bench.variant(bad)
+
+
+def test_codes_are_held_against_f32(tmp_path):
+    f32 = np.arange(64, dtype=np.int32).reshape(4, 16)
+    unlike = f32.copy()
+    unlike[2, 5] = -1
+    rows = []
+    for weights, codes in (("f32", f32), ("q4_0", unlike), ("q8_0", f32[:3])):
+        np.save(tmp_path / f"{weights}.npy", codes)
+        rows.append(_row("kazetts", weights=weights, prompt="non-streaming", model="base",
+                         codes_file=str(tmp_path / f"{weights}.npy")))
+    rows.append(_row("llama-tts", prompt="non-streaming", model="base"))
+    bench.codes_agreement(rows)
+    assert rows[0]["codes_equal_f32"] == 1.0 and rows[0]["first_frame_unlike_f32"] is None
+    assert rows[1]["codes_equal_f32"] == 63 / 64 and rows[1]["first_frame_unlike_f32"] == 2
+    assert rows[2]["codes_equal_f32"] == 48 / 64 and rows[2]["first_frame_unlike_f32"] == 3  # a missing frame differs
+    assert "codes_equal_f32" not in rows[3]
+    cells = [line.rsplit(" | ", 2)[-2:] for line in bench_report.table(rows).splitlines()[2:]]
+    assert cells == [["1000", "100.0% |"], ["1000", "98.4% (frame 2) |"], ["1000", "75.0% (frame 3) |"],
+                     ["1000", "n/a |"]]
+
+
+def test_custom_voice_rows_are_not_held_against_base_peers():
+    rows = [_row("kazetts", model="custom_voice"), _row("llama-tts", model="base"), _row("kazetts", model="base")]
+    ratios = [line.split(" | ")[0] for line in bench_report.ratio_table(rows).splitlines()[2:]]
+    assert ratios == ["| kazetts q8_0 t2 / llama-tts q8_0 t2"]
+    assert bench_report.label(rows[0]) == "kazetts CustomVoice q8_0 t2"
+
+
+def test_variant_files_are_quantized_from_f32_once(tiny_checkpoint, tiny_gguf, tmp_path, monkeypatch):
+    import bench_common
+    from kazetts.gguf.header import GGUFHeader
+
+    monkeypatch.setattr(bench_common, "CACHE", tmp_path)  # the session's tiny files, not the bench's cache
+    monkeypatch.setattr(bench_common, "checkpoint", lambda preset, model_type, seed: tiny_checkpoint(preset, model_type, seed))
+    monkeypatch.setattr(bench_common, "converted", lambda preset, t, model_type, seed: tiny_gguf(preset, model_type, t, seed))
+    talker, mmproj = bench.model_files("tiny", "q4_0/q8_0", "custom_voice", 0)
+    assert talker.parent.parent == tmp_path and talker.name.endswith("-talker-q4_0.gguf")
+    assert mmproj == tiny_gguf("tiny", "custom_voice", "q8_0")[1]
+    assert GGUFHeader(talker).tensors["blk.0.attn_q.weight"][1].name == "Q4_0"
+    assert GGUFHeader(talker).kv["general.architecture"] == "qwen3tts"
+    made = talker.stat().st_mtime_ns
+    assert bench.model_files("tiny", "q4_0/q8_0", "custom_voice", 0)[0].stat().st_mtime_ns == made
 
 
 def test_smoke_run(ref_python, tmp_path):

@@ -170,8 +170,8 @@ def test_bad_inputs(tiny_checkpoint, tmp_path):
     with pytest.raises(ValueError, match="not found"):
         convert_checkpoint(tmp_path / "nope", tmp_path / "out", "f16")
     ckpt = tiny_checkpoint("tiny", "custom_voice", 0)
-    with pytest.raises(ValueError, match="unknown output type"):
-        convert_checkpoint(ckpt, tmp_path / "out", "q4_0")
+    with pytest.raises(ValueError, match=r"unknown output type .*q4_k_m files come from `kazetts quantize`"):
+        convert_checkpoint(ckpt, tmp_path / "out", "q4_k_m")
 
     def broken(tag, edit):
         d = tmp_path / tag

@@ -752,7 +752,10 @@ def convert_checkpoint(checkpoint_dir, out_dir, out_type: str = "q8_0", *, name:
     """Convert a Qwen3-TTS 12 Hz checkpoint; returns (talker_gguf, mmproj_gguf)."""
     import gguf
     if out_type not in OUT_TYPES:
-        raise ValueError(f"unknown output type {out_type!r}: choose one of {', '.join(OUT_TYPES)}")
+        from kazetts.tools.quantize import TYPES
+        hint = (f" ({out_type} files come from `kazetts quantize` of the f32 or f16 files, talker and mmproj)"
+                if out_type in TYPES else "")
+        raise ValueError(f"unknown output type {out_type!r}: choose one of {', '.join(OUT_TYPES)}{hint}")
     ck = _Checkpoint(pathlib.Path(checkpoint_dir))
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
