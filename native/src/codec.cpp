@@ -623,6 +623,7 @@ struct Graph {
 
     // the type a conv reads its input in (a packed conv reads F32)
     static ggml_type in_type(const Conv &c) { return c.packed ? GGML_TYPE_F32 : c.w->type; }
+    static ggml_type in_type(const TConv &c) { return c.gemm.packed ? GGML_TYPE_F32 : c.w->type; }
 
     // snake(x) in the type of the weights it feeds (`type`), so the matmul converts nothing
     ggml_tensor *snake(ggml_tensor *x, const Snake &s, ggml_type type) {
@@ -744,7 +745,7 @@ struct Graph {
         ggml_set_output(upsample);
         x = conv(x, m.entry);
         for (const DacBlock &d : m.dac) {
-            x = tconv(snake(x, d.snake, d.conv.gemm.packed ? GGML_TYPE_F32 : d.conv.w->type), d.conv);
+            x = tconv(snake(x, d.snake, in_type(d.conv)), d.conv);
             for (const ResUnit &r : d.res) {
                 ggml_tensor *t = conv(snake(x, r.act1, in_type(r.conv1)), r.conv1);
                 t = conv(snake(t, r.act2, in_type(r.conv2)), r.conv2);

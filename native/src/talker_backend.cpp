@@ -227,6 +227,19 @@ void rows_split(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_t r
     if (r1 > r0) kernel(w + r0 * row_bytes, row_bytes, blocks, c, out + r0, r1 - r0);
 }
 
+// out[rows] = W x on `threads` OpenMP threads (one without OpenMP): the backend and its check
+// run this same path.
+void rows_parallel(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t blocks, const Column &c,
+                   float *out, int threads) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+    rows_split(kernel, w, row_bytes, rows, blocks, c, out, omp_get_thread_num(), omp_get_num_threads());
+#else
+    (void)threads;
+    rows_split(kernel, w, row_bytes, rows, blocks, c, out, 0, 1);
+#endif
+}
+
 // ---- the backend --------------------------------------------------------------------------------
 
 std::atomic<int64_t> calls{0};
@@ -266,13 +279,8 @@ enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
         const ggml_tensor *w = node->src[0];
         quantize((const float *)node->src[1]->data, w->ne[0], b->column);
         const Column &c = b->column;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(b->threads)
-        rows_split(active_kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data,
-                   omp_get_thread_num(), omp_get_num_threads());
-#else
-        rows_split(active_kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data, 0, 1);
-#endif
+        rows_parallel(active_kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data,
+                      b->threads);
         calls.fetch_add(1, std::memory_order_relaxed);
     }
     return GGML_STATUS_SUCCESS;
@@ -363,13 +371,7 @@ double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int t
         Column c;
         quantize(x.data(), cols, c);
         std::vector<float> out((size_t)rows);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
-        rows_split(kernel, (const uint8_t *)w->data, row_bytes, rows, cols / QK, c, out.data(), omp_get_thread_num(),
-                   omp_get_num_threads());
-#else
-        rows_split(kernel, (const uint8_t *)w->data, row_bytes, rows, cols / QK, c, out.data(), 0, 1);
-#endif
+        rows_parallel(kernel, (const uint8_t *)w->data, row_bytes, rows, cols / QK, c, out.data(), threads);
         worst = 0;
         for (int64_t r = 0; r < rows; r++) worst = std::max(worst, (double)std::fabs(out[r] - ((float *)y->data)[r]));
     }
