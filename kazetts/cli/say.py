@@ -13,7 +13,7 @@ import numpy as np
 
 from kazetts.engine.limits import MAX_SEED, MAX_THREADS
 from kazetts.stages.audio_input import MAX_REF_SILENCE
-from kazetts.stages.sampling import OPTIONS, Sampling, check_option
+from kazetts.stages.sampling import INT_OPTIONS, OPTIONS, Sampling, check_option
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 
@@ -39,7 +39,7 @@ def sampling_option(name: str):
 
     def parse(text: str):
         try:
-            value = int(text) if name.endswith("top_k") else float(text)
+            value = int(text) if name in INT_OPTIONS else float(text)
         except ValueError:
             value = text  # check_option refuses it, saying what it must be
         try:

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from kazetts.stages import native
+from kazetts.stages.sampling import OPTIONS
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")
@@ -99,9 +100,7 @@ def _utf8(s: str | None) -> bytes | None:
 
 
 # the Python engine's sampling keywords (kazetts.stages.sampling.Sampling) -> kz_tts_request fields
-SAMPLING_FIELDS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p",
-                   "repetition_penalty": "repetition_penalty", "subtalker_temperature": "cp_temperature",
-                   "subtalker_top_k": "cp_top_k", "subtalker_top_p": "cp_top_p"}
+SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
 
 
 def request(speaker: str | None = None, language: str = "auto", instruct: str | None = None,

@@ -330,8 +330,9 @@ class TTS:
 
         The whole request is checked (ValueError) before any compute; BusyError if this TTS
         is serving another request."""
-        sampling = Sampling(greedy, temperature, top_k, top_p, repetition_penalty, subtalker_temperature,
-                            subtalker_top_k, subtalker_top_p)
+        sampling = Sampling(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                            repetition_penalty=repetition_penalty, subtalker_temperature=subtalker_temperature,
+                            subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p)
         yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
                                                   text_streaming, sampling, seed, max_frames, chunk_frames, timings,
                                                   codes_out, stopped_by, voice, ref_audio, ref_text,
@@ -440,8 +441,9 @@ class TTS:
         `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
         audio already decoded is sent before waiting for text. The voice and sampling options
         (as `stream`'s) are checked here, before any text is read."""
-        sampling = Sampling(greedy, temperature, top_k, top_p, repetition_penalty, subtalker_temperature,
-                            subtalker_top_k, subtalker_top_p)
+        sampling = Sampling(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                            repetition_penalty=repetition_penalty, subtalker_temperature=subtalker_temperature,
+                            subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p)
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
 from kazetts.engine.limits import MAX_SEED
-from kazetts.stages.sampling import OPTIONS, check_option
+from kazetts.stages.sampling import INT_OPTIONS, OPTIONS, check_option
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
@@ -97,7 +97,7 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
         raise bad_request(f"'seed' must be within 0..{MAX_SEED}", "seed", "invalid_value")
     sampling = {}
     for name in OPTIONS:
-        value = _typed(body, name, int if name.endswith("top_k") else (int, float))
+        value = _typed(body, name, int if name in INT_OPTIONS else (int, float))
         if value is not None:
             try:
                 sampling[name] = check_option(name, value)

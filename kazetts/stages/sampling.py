@@ -99,6 +99,8 @@ OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, "an int
            "top_p": (_top_p, "a number in (0, 1]"), "repetition_penalty": (_positive, "a number > 0"),
            "subtalker_temperature": (_positive, "a number > 0"), "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
            "subtalker_top_p": (_top_p, "a number in (0, 1]")}
+# the options that take an integer (the others any number): how the CLI and the server read them
+INT_OPTIONS = frozenset(name for name, (parse, _) in OPTIONS.items() if parse is _top_k)
 
 
 def check_option(name: str, value):
