@@ -24,11 +24,8 @@ import statistics
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_common import CACHE, REPO, TEXT, run_measured  # noqa: E402
-
-WORKERS = {"kazetts": "scripts/bench_kazetts.py", "kazetts-native": "scripts/bench_native.py"}
-MODEL = CACHE / "synthetic-0.6b-base-0-gguf-q8_0"
-XVECTOR = CACHE / "synthetic-0.6b-base-0-xvector-3e8813ee6c61.npy"
+from bench import WORKERS, speaker_wav, xvector  # noqa: E402
+from bench_common import CACHE, REPO, TEXT, checkpoint, converted, run_measured  # noqa: E402
 
 
 def config(text: str) -> tuple[int, int]:
@@ -36,9 +33,8 @@ def config(text: str) -> tuple[int, int]:
     return int(talker), int(codec)
 
 
-def run(engine: str, talker: int, codec: int, a) -> dict:
-    files = sorted(MODEL.glob("*-talker-*.gguf")) + sorted(MODEL.glob("*-mmproj-*.gguf"))
-    cmd = [sys.executable, WORKERS[engine], *map(str, files), "--xvector", str(XVECTOR), "--text", TEXT,
+def run(engine: str, talker: int, codec: int, a, files: tuple, xvec: pathlib.Path) -> dict:
+    cmd = [sys.executable, WORKERS[engine], *map(str, files), "--xvector", str(xvec), "--text", TEXT,
            "--language", "french", "--frames", str(a.frames), "--threads", str(talker), "--codec-threads", str(codec)]
     cmd += ["--text-streaming"] if a.text_streaming else []
     r = run_measured(cmd, env={"OMP_THREAD_LIMIT": str(talker + codec)})
@@ -60,12 +56,15 @@ def main() -> int:
     ap.add_argument("--text-streaming", action="store_true", help="the streaming-text prompt")
     a = ap.parse_args()
     os.chdir(REPO)
+    # bench.py's model and speaker: the 0.6b synthetic Base at Q8_0 and its fixed reference clip
+    files = converted("0.6b", "q8_0", "base")
+    xvec = xvector(checkpoint("0.6b", "base"), speaker_wav(CACHE / "bench-overlap-speaker.wav"))
     runs = [(e, t, c) for e in a.engines for t, c in a.configs]
     results: dict = {run_: [] for run_ in runs}
     load_before = os.getloadavg()
     for rep in range(a.reps):
         for engine, talker, codec in runs[rep % len(runs):] + runs[:rep % len(runs)]:
-            row = run(engine, talker, codec, a)
+            row = run(engine, talker, codec, a, files, xvec)
             results[engine, talker, codec].append(row)
             print(json.dumps({"rep": rep, "engine": engine, "config": f"{talker}:{codec}", **row}), flush=True)
     load_after = os.getloadavg()
