@@ -7,9 +7,10 @@ Python, no JSON and no tokenizer.
 
 The tiny checkpoints are rebuilt from their presets (and checked against the sha256 the goldens
 recorded), then converted to F32 GGUF; the long case also gets F16 and Q8_0 files for the
-quantized code predictor gates. The expected code predictor embedding sums (the talker's next
-input minus its text row) are computed here with numpy: the text rows are prompt data, not
-kernels, so this keeps the prompt builder out of the C++ check.
+quantized code predictor gates, and Q8_0 and Q4_0 talkers for the check that ggml repacks them
+on ARM. The expected code predictor embedding sums (the talker's next input minus its text row)
+are computed here with numpy: the text rows are prompt data, not kernels, so this keeps the
+prompt builder out of the C++ check.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from kazetts.validation import goldens  # noqa: E402
 from kazetts.tools.convert import convert_checkpoint  # noqa: E402
+from kazetts.tools.quantize import quantize_file  # noqa: E402
 from kazetts.stages.prompt import build_prompt  # noqa: E402
 from kazetts.synthetic.checkpoint import make_checkpoint  # noqa: E402
 from kazetts.stages.talker_file import TalkerFile  # noqa: E402
@@ -49,6 +51,14 @@ def converted(out: pathlib.Path, ck_path: pathlib.Path, out_type: str) -> tuple[
     if not (talker.exists() and mmproj.exists()):
         return convert_checkpoint(ck_path, target, out_type, verbose=False)
     return talker, mmproj
+
+
+def talker_q4_0(talker_f32: pathlib.Path) -> pathlib.Path:
+    """The Q4_0 talker (for the check that ggml repacks its matrices on ARM), quantized once."""
+    path = talker_f32.with_name(talker_f32.name.replace("-f32.gguf", "-q4_0.gguf"))
+    if not path.exists():
+        quantize_file(talker_f32, path, "q4_0")
+    return path
 
 
 def embedding_sums(manifest: dict, arrays: dict, talker: pathlib.Path) -> np.ndarray:
@@ -79,6 +89,8 @@ def prepare_case(out: pathlib.Path, case_dir: pathlib.Path) -> pathlib.Path:
     if case_dir.name == LONG_CASE:
         for out_type in ("f16", "q8_0"):
             lines[f"mmproj_{out_type}"] = converted(out, ck_path, out_type)[1].resolve()
+        lines["talker_q8_0"] = converted(out, ck_path, "q8_0")[0].resolve()
+        lines["talker_q4_0"] = talker_q4_0(talker).resolve()
     case_file = out / "cases" / f"{case_dir.name}.txt"
     case_file.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
     return case_file

@@ -48,11 +48,7 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     static std::once_flag backend;
     std::call_once(backend, [] { llama_backend_init(); });
     llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    // llama.cpp's extra CPU buffer types (repacked weights): on AMX CPUs a GCC 12 build of ggml
-    // dies of SIGILL in ggml_backend_amx_mul_mat on any batch of 2+ rows (its tile config is
-    // miscompiled; see extra_buffers_are_safe in kazetts/stages/talker.py): plain CPU buffers there.
-    mp.use_extra_bufts = !ggml_cpu_has_amx_int8();
+    kz_talker_model_params(&mp);
     kz_talker_backend_setup();  // the decoding steps' Q8_0 products (see kazetts/talker_backend.h)
     model_ = llama_model_load_from_file(path.c_str(), mp);
     if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
@@ -156,4 +152,10 @@ KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t 
     cp.cb_eval = kz::copy_hidden;
     cp.cb_eval_user_data = hidden;
     cp.no_perf = true;
+}
+
+KZ_API void kz_talker_model_params(void *llama_params) {
+    auto &mp = *static_cast<llama_model_params *>(llama_params);
+    mp.n_gpu_layers = 0;
+    mp.use_extra_bufts = !ggml_cpu_has_amx_int8();  // AMX: plain CPU buffers (see the header)
 }

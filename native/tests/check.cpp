@@ -1,8 +1,11 @@
 #include "check.h"
 
+#include "ggml-cpu.h"
+
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -101,4 +104,57 @@ std::string fmt(const char *format, ...) {
     std::vsnprintf(buf, sizeof buf, format, args);
     va_end(args);
     return buf;
+}
+
+namespace {
+
+void record_repack(ggml_log_level, const char *text, void *user_data) {
+    static const char PREFIX[] = "repack: repack tensor ";
+    if (std::strncmp(text, PREFIX, sizeof PREFIX - 1) != 0) return;
+    std::string rest(text + sizeof PREFIX - 1);
+    size_t with = rest.rfind(" with ");
+    if (with == std::string::npos) return;
+    size_t end = rest.find_last_not_of("\n") + 1;
+    static_cast<RepackLog *>(user_data)->tensors.emplace_back(rest.substr(0, with), rest.substr(with + 6, end - with - 6));
+}
+
+}  // namespace
+
+RepackLog::RepackLog() {
+    ggml_log_get(&previous_, &previous_data_);
+    ggml_log_set(record_repack, this);
+}
+
+RepackLog::~RepackLog() { ggml_log_set(previous_, previous_data_); }
+
+bool RepackLog::as_expected(const std::string &type) const {
+    bool some = false;
+    for (const auto &t : tensors) {
+        const std::string of = t.second.substr(0, t.second.rfind('_'));  // q8_0_4x4 -> q8_0
+        if (t.second != expected_repack_layout(of)) return false;
+        some = some || of == type;
+    }
+    return some;
+}
+
+std::string RepackLog::describe() const {
+    std::map<std::string, int> layouts;
+    for (const auto &t : tensors) ++layouts[t.second];
+    std::string out;
+    for (const auto &l : layouts) out += fmt("%s%d matrices as %s", out.empty() ? "" : ", ", l.second, l.first.c_str());
+    return out.empty() ? "no matrix repacked" : out;
+}
+
+std::string expected_repack_layout(const std::string &type) {
+    if (type != "q8_0" && type != "q4_0") return "";
+    const bool sve256_i8mm = ggml_cpu_has_sve() && ggml_cpu_has_matmul_int8() && ggml_cpu_get_sve_cnt() == 32;
+    if (type == "q4_0" && (ggml_cpu_has_avx2() || sve256_i8mm)) return "q4_0_8x8";
+    if (ggml_cpu_has_neon() && ggml_cpu_has_matmul_int8()) return type + "_4x8";
+    if (ggml_cpu_has_neon() && ggml_cpu_has_dotprod()) return type + "_4x4";
+    return "";
+}
+
+std::string repack_features(const std::string &layout) {
+    return fmt("dotprod %d, i8mm %d: %s", ggml_cpu_has_dotprod(), ggml_cpu_has_matmul_int8(),
+               layout.empty() ? "no repacking" : layout.c_str());
 }

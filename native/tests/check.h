@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "ggml.h"
 #include "npy.h"
 
 // One golden case as scripts/aarch64_prepare.py describes it (a "key value" line each):
 // name, golden (dumps/<case>), talker and mmproj (F32 GGUF files), codec_eos, stops_at_eos,
 // expected (directory of host-computed expectations), gate.<name> (every golden gate) and, for the long case only,
-// mmproj_f16 / mmproj_q8_0 (the same model converted to those types).
+// mmproj_f16 / mmproj_q8_0 (the same model converted to those types) and talker_q8_0 /
+// talker_q4_0 (its talker quantized).
 struct GoldenCase {
     std::map<std::string, std::string> values;
     int threads = 2;  // of the code predictor and the talker (2, as the Python tests)
@@ -43,7 +45,40 @@ double top2_margin(const float *x, size_t n);
 size_t argmax(const float *x, size_t n);
 std::string fmt(const char *format, ...);
 
+// The matrices ggml's CPU_REPACK buffer rearranged while this lives, from ggml's debug log
+// ("repack tensor NAME with LAYOUT", one line per matrix): those its repacked kernels compute.
+// Other log lines are dropped; the logger found at construction is restored at destruction.
+struct RepackLog {
+    std::vector<std::pair<std::string, std::string>> tensors;  // (name, layout such as q8_0_4x4)
+    RepackLog();
+    ~RepackLog();
+    RepackLog(const RepackLog &) = delete;
+    RepackLog &operator=(const RepackLog &) = delete;
+    std::string describe() const;  // "N matrices as LAYOUT, ..."
+    // Whether some matrices of `type` (q8_0, q4_0) were repacked, and every matrix, of whichever
+    // type, in the layout this build calls for (expected_repack_layout)
+    bool as_expected(const std::string &type) const;
+
+  private:
+    ggml_log_callback previous_ = nullptr;
+    void *previous_data_ = nullptr;
+};
+
+// The layout ggml 0.25.3 repacks a 2-D "q8_0" or "q4_0" matrix into on this build of its CPU
+// backend (ggml-cpu/repack.cpp), "" when it keeps it as it is: on ARM, 4x8 with i8mm (the SMMLA
+// kernels), else 4x4 with dotprod (SDOT); Q4_0 8x8 with AVX2 or 256-bit SVE + i8mm.
+std::string expected_repack_layout(const std::string &type);
+// "dotprod D, i8mm I: LAYOUT" (or ": no repacking"), for a gate's figures.
+std::string repack_features(const std::string &layout);
+
+#if defined(__aarch64__)
+constexpr bool ARM = true;  // the repacking gates hold on ARM; elsewhere their figures are information
+#else
+constexpr bool ARM = false;
+#endif
+
 void check_code_predictor(const GoldenCase &c, Report &report);
 void check_codec(const GoldenCase &c, Report &report);
 void check_talker(const GoldenCase &c, Report &report);
+void check_talker_repack(const GoldenCase &c, Report &report);  // long case: quantized talkers
 void check_engine(const GoldenCase &c, Report &report);  // the whole kazetts/tts.h engine

@@ -144,9 +144,50 @@ void check_quantized(const GoldenCase &c, Report &report) {
     }
 }
 
+// The decoder layers' 4 matrices (q/k/v and gate/up stacked) of every layer, as ggml's CPU_REPACK
+// rearranged them while loading (equally many of each, nothing else), in the layout this build
+// calls for.
+bool layer_matrices_repacked(const RepackLog &log, const std::string &type) {
+    static const char *const SUFFIXES[] = {".attn_qkv", ".attn_out.weight", ".ffn_gate_up", ".ffn_down.weight"};
+    int counts[4] = {0, 0, 0, 0};
+    for (const auto &t : log.tensors)
+        for (int k = 0; k < 4; ++k) {
+            const std::string suffix = SUFFIXES[k];
+            counts[k] += t.first.size() > suffix.size() && t.first.compare(t.first.size() - suffix.size(), suffix.size(), suffix) == 0;
+        }
+    return log.as_expected(type) && counts[0] > 0 && std::count(counts, counts + 4, counts[0]) == 4 &&
+           log.tensors.size() == size_t(4 * counts[0]);
+}
+
+// Q8_0 and Q4_0 layer matrices on ggml's repacked kernels where it has them (ARM dotprod / i8mm;
+// the Q8_0 ones on x86-64 run on kazetts' kernels instead). Their results: the gates above (Q8_0).
+void check_repacked(const GoldenCase &c, Report &report) {
+    const struct {
+        const char *label, *type;
+        std::string path;
+        int weights;
+    } variants[] = {{"q8_0 file", "q8_0", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_AUTO},
+                    {"q4_0 at load", "q4_0", c.get("mmproj"), KZ_CP_WEIGHTS_Q4_0}};
+    for (const auto &v : variants) {
+        const std::string want = expected_repack_layout(v.type);
+        RepackLog log;
+        Cp cp = load(v.path, c.threads, v.weights);
+        const std::string label = c.get("name") + " code predictor " + v.label,
+                          figures = fmt("%s, kernel %s (this build: %s)", log.describe().c_str(), kz_cp_kernel_name(cp.get()),
+                                        repack_features(want).c_str());
+        if (ARM)
+            report.gate(label + " on ggml's repacked kernels", layer_matrices_repacked(log, v.type), figures);
+        else
+            report.info(label + " repacking", figures);
+    }
+}
+
 }  // namespace
 
 void check_code_predictor(const GoldenCase &c, Report &report) {
     check_greedy_f32(c, report);
-    if (c.long_checks()) check_quantized(c, report);
+    if (c.long_checks()) {
+        check_quantized(c, report);
+        check_repacked(c, report);
+    }
 }

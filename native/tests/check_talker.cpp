@@ -3,11 +3,14 @@
 // hidden state and the raw codec logits of every call.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <stdexcept>
 
 #include "check.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "kazetts/talker.h"
 #include "llama.h"
 
@@ -17,6 +20,7 @@ const int POSITION_STREAMS = 4;     // IMROPE: 4 position values per token, sect
 const int SUPPRESSED_SPECIALS = 1024;  // the last ids of the codec vocabulary, except EOS
 const int MIN_NEW_TOKENS = 2;
 const float REPETITION_PENALTY = 1.05f;
+const int REPACK_CALLS = 16;  // the prefill and 15 decoding steps per quantized talker (qemu is slow)
 
 struct ModelDeleter {
     void operator()(llama_model *m) const { llama_model_free(m); }
@@ -27,20 +31,29 @@ struct ContextDeleter {
 
 void quiet_log(ggml_log_level, const char *, void *) {}
 
-// A loaded talker as kazetts/talker.py sets it up: plain CPU buffers, 1024 positions, prefill
-// chunks of 64, the context of kz_talker_context_params (one output row, its hidden state from
-// the eval callback).
+// Which buffers the weights of the matrix products of one type sit in, counted per product
+// over the decoding steps (one F32 column; the prefill's products are left out).
+struct ProductCount {
+    ggml_type type = GGML_TYPE_COUNT;  // COUNT: nothing counted
+    int products = 0, repacked = 0;
+};
+
+// A loaded talker as the native engine sets it up (kz_talker_model_params: llama.cpp's extra
+// buffer types, so ggml's CPU_REPACK where it repacks the matrices), or with plain CPU buffers;
+// 1024 positions, prefill chunks of 64, the context of kz_talker_context_params (one output
+// row, its hidden state from the eval callback, which also counts products here).
 struct Talker {
     std::unique_ptr<llama_model, ModelDeleter> model;
     std::unique_ptr<llama_context, ContextDeleter> ctx;
     int n_embd = 0, n_vocab = 0, n_batch = 64, position = 0;
     std::vector<float> hidden_row;
     kz_talker_hidden hidden_out{};
+    ProductCount count;
 
-    Talker(const std::string &path, int threads) {
+    Talker(const std::string &path, int threads, bool extra_buffers = true) {
         llama_model_params mp = llama_model_default_params();
-        mp.n_gpu_layers = 0;
-        mp.use_extra_bufts = false;
+        kz_talker_model_params(&mp);
+        mp.use_extra_bufts = mp.use_extra_bufts && extra_buffers;
         model.reset(llama_model_load_from_file(path.c_str(), mp));
         if (!model) throw std::runtime_error("llama.cpp could not load " + path);
         n_embd = llama_model_n_embd(model.get());
@@ -49,9 +62,14 @@ struct Talker {
         hidden_out = {hidden_row.data(), n_embd, 0};
         llama_context_params cp = llama_context_default_params();
         kz_talker_context_params(&cp, 1024, n_batch, threads, &hidden_out);
+        copy_hidden_ = cp.cb_eval;
+        cp.cb_eval = observe;
+        cp.cb_eval_user_data = this;
         ctx.reset(llama_init_from_model(model.get(), cp));
         if (!ctx) throw std::runtime_error("llama.cpp could not create a context for " + path);
     }
+    Talker(const Talker &) = delete;
+    Talker &operator=(const Talker &) = delete;
 
     // Feeds n embeddings; only the last position of the last chunk is an output.
     void step(const float *embd, int n) {
@@ -78,6 +96,18 @@ struct Talker {
         if (status != 0) throw std::runtime_error(fmt("llama_decode failed with status %d", status));
         position += n;
     }
+
+    ggml_backend_sched_eval_callback copy_hidden_ = nullptr;
+
+    static bool observe(ggml_tensor *t, bool ask, void *user_data) {
+        auto *self = static_cast<Talker *>(user_data);
+        const ggml_tensor *w = t->src[0];
+        if (ask && t->op == GGML_OP_MUL_MAT && w->type == self->count.type && ggml_n_dims(w) == 2 && t->src[1]->ne[1] == 1) {
+            ++self->count.products;
+            self->count.repacked += w->buffer && std::strcmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(w->buffer)), "CPU_REPACK") == 0;
+        }
+        return self->copy_hidden_(t, ask, &self->hidden_out);
+    }
 };
 
 // HF greedy CB0 as kazetts.sampling.TalkerSampler: repetition penalty over the distinct ids
@@ -93,10 +123,21 @@ int32_t greedy_cb0(const float *raw, int vocab, int eos, const std::set<int32_t>
 
 }  // namespace
 
+// Teacher-forces a case's golden inputs (the prompt, then each frame's input) through a talker;
+// visit(call, hidden, codec_logits) sees each call's outputs, the last call's too.
+template <typename Visit>
+void teacher_force(Talker &talker, const GoldenCase &c, int calls, int vocab, Visit visit) {
+    NpyArray prompt = c.golden("prompt_embeds"), inputs = c.golden("talker_inputs");
+    talker.step(prompt.f32.data(), int(prompt.dim(0)));
+    for (int call = 0; call < calls; ++call) {
+        visit(call, talker.hidden(), talker.logits() + (talker.n_vocab - vocab));
+        if (call + 1 < calls) talker.step(&inputs.f32[size_t(call) * size_t(talker.n_embd)], 1);
+    }
+}
+
 void check_talker(const GoldenCase &c, Report &report) {
     llama_log_set(quiet_log, nullptr);
-    NpyArray prompt = c.golden("prompt_embeds"), inputs = c.golden("talker_inputs"), codes = c.golden("codes");
-    NpyArray ref_hidden = c.golden("talker_hidden"), ref_logits = c.golden("talker_logits");
+    NpyArray codes = c.golden("codes"), ref_hidden = c.golden("talker_hidden"), ref_logits = c.golden("talker_logits");
     const int calls = int(ref_hidden.dim(0)), vocab = int(ref_logits.dim(1)), eos = std::stoi(c.get("codec_eos"));
     Talker talker(c.get("talker"), c.threads);
     if (talker.n_embd != ref_hidden.dim(1) || talker.n_vocab < vocab) throw std::runtime_error("talker shape differs from the golden's");
@@ -104,20 +145,17 @@ void check_talker(const GoldenCase &c, Report &report) {
     int identical = 0;
     bool stopped_at_eos = false;
     double min_hidden_cos = 1.0, min_logits_cos = 1.0;
-    talker.step(prompt.f32.data(), int(prompt.dim(0)));
-    for (int call = 0; call < calls; ++call) {
-        const float *codec_logits = talker.logits() + (talker.n_vocab - vocab);
-        min_hidden_cos = std::min(min_hidden_cos, cosine(talker.hidden(), &ref_hidden.f32[size_t(call) * size_t(talker.n_embd)], size_t(talker.n_embd)));
+    teacher_force(talker, c, calls, vocab, [&](int call, const float *hidden, const float *codec_logits) {
+        min_hidden_cos = std::min(min_hidden_cos, cosine(hidden, &ref_hidden.f32[size_t(call) * size_t(talker.n_embd)], size_t(talker.n_embd)));
         min_logits_cos = std::min(min_logits_cos, cosine(codec_logits, &ref_logits.f32[size_t(call) * size_t(vocab)], size_t(vocab)));
         int32_t cb0 = greedy_cb0(codec_logits, vocab, eos, history);
         history.insert(cb0);
         if (call == calls - 1) {  // the reference's last call: EOS, or the frame budget ran out
             stopped_at_eos = cb0 == eos;
-            break;
+        } else {
+            identical += cb0 == codes.i32[size_t(call) * 16];
         }
-        identical += cb0 == codes.i32[size_t(call) * 16];
-        talker.step(&inputs.f32[size_t(call) * size_t(talker.n_embd)], 1);
-    }
+    });
     const std::string name = c.get("name");
     const bool want_eos = c.get("stops_at_eos") == "1";
     report.gate(name + " talker CB0", identical == codes.dim(0) && stopped_at_eos == want_eos,
@@ -125,4 +163,55 @@ void check_talker(const GoldenCase &c, Report &report) {
                     stopped_at_eos ? "picks" : "does not pick", want_eos ? "EOS" : "frame budget"));
     report.gate(name + " talker hidden and logits", min_hidden_cos >= c.gate("cosine_min") && min_logits_cos >= c.gate("cosine_min"),
                 fmt("%d calls: min cosine hidden %.7f, logits %.7f", calls, min_hidden_cos, min_logits_cos));
+}
+
+// The quantized talkers as the native engine loads them: where ggml repacks their matrices (ARM
+// with dotprod or i8mm), every decoding step's product of that type reads a CPU_REPACK weight in
+// the layout this build calls for, and the outputs are those of the same file in plain CPU
+// buffers: the same integer block sums in another float order, which can move an activation
+// across a Q8_0 rounding step in a later layer (logits cosine 0.999994 on this case at Q8_0), so
+// within the quantized files' gate.
+void check_talker_repack(const GoldenCase &c, Report &report) {
+    llama_log_set(quiet_log, nullptr);
+    NpyArray ref_logits = c.golden("talker_logits");
+    const int calls = std::min(REPACK_CALLS, int(ref_logits.dim(0))), vocab = int(ref_logits.dim(1));
+    const std::string name = c.get("name");
+    for (const auto &[type_name, type] : {std::pair{"q8_0", GGML_TYPE_Q8_0}, std::pair{"q4_0", GGML_TYPE_Q4_0}}) {
+        const std::string path = c.get(std::string("talker_") + type_name), want = expected_repack_layout(type_name);
+        std::unique_ptr<Talker> repacked;
+        std::string layouts;
+        bool layouts_ok;
+        {
+            RepackLog log;
+            repacked = std::make_unique<Talker>(path, c.threads);
+            layouts = log.describe();
+            layouts_ok = log.as_expected(type_name);
+        }
+        repacked->count.type = type;
+        std::vector<float> outputs;  // per call: hidden, then codec logits
+        teacher_force(*repacked, c, calls, vocab, [&](int, const float *hidden, const float *logits) {
+            outputs.insert(outputs.end(), hidden, hidden + repacked->n_embd);
+            outputs.insert(outputs.end(), logits, logits + vocab);
+        });
+        const ProductCount count = repacked->count;
+        const size_t n_embd = size_t(repacked->n_embd), row = n_embd + size_t(vocab);
+        repacked.reset();
+        Talker plain(path, c.threads, false);
+        double min_hidden_cos = 1.0, min_logits_cos = 1.0;
+        teacher_force(plain, c, calls, vocab, [&](int call, const float *hidden, const float *logits) {
+            const float *r = &outputs[size_t(call) * row];
+            min_hidden_cos = std::min(min_hidden_cos, cosine(hidden, r, n_embd));
+            min_logits_cos = std::min(min_logits_cos, cosine(logits, r + n_embd, size_t(vocab)));
+        });
+        const std::string label = name + " talker " + type_name;
+        const std::string figures = fmt("%s; %d/%d %s products of the decoding steps on CPU_REPACK (this build: %s)", layouts.c_str(),
+                                        count.repacked, count.products, type_name, repack_features(want).c_str());
+        if (ARM)
+            report.gate(label + " on ggml's repacked kernels", layouts_ok && count.products > 0 && count.repacked == count.products, figures);
+        else
+            report.info(label + " repacking", figures);
+        const double gate = c.gate("quantized_cosine_min");
+        report.gate(label + " repacked = plain buffers", min_hidden_cos >= gate && min_logits_cos >= gate,
+                    fmt("%d calls: min cosine hidden %.8f, logits %.8f", calls, min_hidden_cos, min_logits_cos));
+    }
 }

@@ -1,10 +1,13 @@
-// golden_check [--threads N] CASE_FILE...: the native golden tests without Python, for builds that run
-// where the Python runtime does not (cross builds under qemu-aarch64, devices). Each case file
-// comes from scripts/aarch64_prepare.py. Prints one line per gate; exits 1 if any gate fails.
+// golden_check [--threads N] [--stage NAME]... CASE_FILE...: the native golden tests without Python,
+// for builds that run where the Python runtime does not (cross builds under qemu-aarch64,
+// devices). Each case file comes from scripts/aarch64_prepare.py. --stage runs only the named
+// stages' checks (as the TIME lines name them; all by default). Prints one line per gate; exits 1
+// if any gate fails.
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <exception>
+#include <set>
 #include <string>
 
 #include "check.h"
@@ -26,8 +29,11 @@ void check_cpu_features(Report &report) {
 #endif
 }
 
+std::set<std::string> stages;  // --stage: the only ones to run (empty: all)
+
 // Runs one stage's checks and prints its wall time (qemu makes it worth knowing).
 void timed(const char *stage, void (*check)(const GoldenCase &, Report &), const GoldenCase &c, Report &report) {
+    if (!stages.empty() && !stages.count(stage)) return;
     auto start = std::chrono::steady_clock::now();
     check(c, report);
     std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
@@ -38,12 +44,14 @@ void timed(const char *stage, void (*check)(const GoldenCase &, Report &), const
 
 int main(int argc, char **argv) {
     int first = 1, threads = 2;
-    if (argc > 2 && std::string(argv[1]) == "--threads") {
-        threads = std::atoi(argv[2]);
-        first = 3;
+    for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
+        const std::string option = argv[first];
+        if (option == "--threads") threads = std::atoi(argv[first + 1]);
+        else if (option == "--stage") stages.insert(argv[first + 1]);
+        else break;
     }
-    if (first >= argc || threads < 1) {
-        std::fprintf(stderr, "usage: %s [--threads N] CASE_FILE...\n", argv[0]);
+    if (first >= argc || argv[first][0] == '-' || threads < 1) {
+        std::fprintf(stderr, "usage: %s [--threads N] [--stage NAME]... CASE_FILE...\n", argv[0]);
         return 2;
     }
     Report report;
@@ -55,6 +63,7 @@ int main(int argc, char **argv) {
             timed("code predictor", check_code_predictor, c, report);
             timed("codec", check_codec, c, report);
             timed("talker", check_talker, c, report);
+            if (c.long_checks()) timed("quantized talkers", check_talker_repack, c, report);
             timed("engine", check_engine, c, report);
         } catch (const std::exception &e) {
             report.gate(argv[i], false, std::string("error: ") + e.what());

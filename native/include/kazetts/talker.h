@@ -38,6 +38,14 @@ typedef struct kz_talker_hidden {
 KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
                                      kz_talker_hidden *hidden);
 
+/* Fills `llama_params` (a `struct llama_model_params` from llama_model_default_params()) for the
+ * native engine's talker: CPU only, with llama.cpp's extra CPU buffer types (CPU_REPACK: the
+ * layer matrices rearranged at load for ggml's ARM dotprod / i8mm Q8_0 and Q4_0 kernels, and its
+ * x86 AVX2 Q4_0 one) except on CPUs with AMX, where a GCC 12 build of ggml dies of SIGILL in its
+ * AMX kernels on any batch of 2+ rows (see extra_buffers_are_safe in kazetts/stages/talker.py,
+ * which decides the same for the Python engine). */
+KZ_API void kz_talker_model_params(void *llama_params);
+
 #ifdef __cplusplus
 }
 #endif
