@@ -78,6 +78,7 @@ constexpr bool ARM = false;
 #endif
 
 void check_code_predictor(const GoldenCase &c, Report &report);
+void check_code_predictor_repack(const GoldenCase &c, Report &report);  // long case: Q8_0, Q4_0
 void check_codec(const GoldenCase &c, Report &report);
 void check_talker(const GoldenCase &c, Report &report);
 void check_talker_repack(const GoldenCase &c, Report &report);  // long case: quantized talkers

@@ -159,9 +159,16 @@ bool layer_matrices_repacked(const RepackLog &log, const std::string &type) {
            log.tensors.size() == size_t(4 * counts[0]);
 }
 
+}  // namespace
+
+void check_code_predictor(const GoldenCase &c, Report &report) {
+    check_greedy_f32(c, report);
+    if (c.long_checks()) check_quantized(c, report);
+}
+
 // Q8_0 and Q4_0 layer matrices on ggml's repacked kernels where it has them (ARM dotprod / i8mm;
-// the Q8_0 ones on x86-64 run on kazetts' kernels instead). Their results: the gates above (Q8_0).
-void check_repacked(const GoldenCase &c, Report &report) {
+// the Q8_0 ones on x86-64 run on kazetts' kernels instead). Their results: check_quantized (Q8_0).
+void check_code_predictor_repack(const GoldenCase &c, Report &report) {
     const struct {
         const char *label, *type;
         std::string path;
@@ -179,15 +186,5 @@ void check_repacked(const GoldenCase &c, Report &report) {
             report.gate(label + " on ggml's repacked kernels", layer_matrices_repacked(log, v.type), figures);
         else
             report.info(label + " repacking", figures);
-    }
-}
-
-}  // namespace
-
-void check_code_predictor(const GoldenCase &c, Report &report) {
-    check_greedy_f32(c, report);
-    if (c.long_checks()) {
-        check_quantized(c, report);
-        check_repacked(c, report);
     }
 }

@@ -61,6 +61,7 @@ int main(int argc, char **argv) {
             GoldenCase c = GoldenCase::read(argv[i]);
             c.threads = threads;
             timed("code predictor", check_code_predictor, c, report);
+            if (c.long_checks()) timed("code predictor repacking", check_code_predictor_repack, c, report);
             timed("codec", check_codec, c, report);
             timed("talker", check_talker, c, report);
             if (c.long_checks()) timed("quantized talkers", check_talker_repack, c, report);
