@@ -501,9 +501,13 @@ class Loader {
 // graph nodes (and tensors) of one step: ~50 per layer, a few dozen outside them
 int graph_size(int n_layer) { return 1024 + 64 * n_layer; }
 
-// w x, by kazetts' Q8_0 kernel when w is packed for it (I8), else by ggml
-ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x) {
-    return w->type == GGML_TYPE_I8 ? kz::q8::mul_mat(ctx, w, x, m.q8_isa) : ggml_mul_mat(ctx, w, x);
+// w x (+ residual), by kazetts' Q8_0 kernel when w is packed for it (I8: one node with the
+// sum), else by ggml
+ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x,
+                     ggml_tensor *residual = nullptr) {
+    if (w->type == GGML_TYPE_I8) return kz::q8::mul_mat(ctx, w, x, m.q8_isa, residual);
+    ggml_tensor *y = ggml_mul_mat(ctx, w, x);
+    return residual ? ggml_add(ctx, residual, y) : y;
 }
 
 // The products of each part of `f` with x [ne0, n_tok]: views into one product when stacked.
@@ -584,11 +588,11 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
         ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head]
         ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok);
-        x = ggml_add(ctx, x, mul_mat(m, ctx, L.wo, o));
+        x = mul_mat(m, ctx, L.wo, o, x);
 
         h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln2);
         std::vector<ggml_tensor *> gate_up = fused_mul_mat(m, ctx, L.gate_up, h);
-        x = ggml_add(ctx, x, mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1])));
+        x = mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1]), x);
     }
     if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
     x = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), m.output_norm);
