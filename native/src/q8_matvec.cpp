@@ -48,6 +48,7 @@ static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
 
 int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
 
+#if defined(__x86_64__)
 int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
 
 // Packs each column of x (F32 [cols, n]) into `packed` (column_bytes(cols) per column); the
@@ -76,7 +77,6 @@ void pack_columns(const ggml_tensor *x, Isa isa, std::vector<uint8_t> &packed) {
     }
 }
 
-#if defined(__x86_64__)
 // out[r] = row r of the group . the packed column, r = 0..3: a pair of blocks per VNNI product
 KZ_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
     const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
