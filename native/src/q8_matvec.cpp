@@ -18,6 +18,7 @@
 #include "ggml.h"
 #include "ggml-cpu.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -48,18 +49,55 @@ static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
 
 int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
 
+// What a product node computes besides W x (src[2], src[3] of the node when set).
+struct Fused {
+    Isa isa;
+    float eps;  // of the RMS norm
+};
+
+// The node's userdata holds its Fused by value: the kernel in the low 32 bits, eps's bits in the high.
+void *op_data(Fused f) {
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &f.eps, sizeof eps_bits);
+    return (void *)(uintptr_t)((uint64_t)eps_bits << 32 | (uint32_t)f.isa);
+}
+
 #if defined(__x86_64__)
 int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
 
-// Packs each column of x (F32 [cols, n]) into `packed` (column_bytes(cols) per column); the
-// offsets only for the kernel that reads them.
-void pack_columns(const ggml_tensor *x, Isa isa, std::vector<uint8_t> &packed) {
-    const bool offsets = isa == Isa::avx512_vnni;
+Fused op_fused(void *data) {
+    const uint64_t v = (uint64_t)(uintptr_t)data;
+    const uint32_t eps_bits = (uint32_t)(v >> 32);
+    Fused f{(Isa)(uint32_t)v, 0.0f};
+    std::memcpy(&f.eps, &eps_bits, sizeof eps_bits);
+    return f;
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w, with ggml's arithmetic (its fused rms_norm + mul: float
+// squares summed in double in order, then float), so the product's input is bit for bit ggml's.
+void rms_norm_mul(const float *x, const float *w, int64_t n, float eps, float *y) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = sum / n;
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+// Packs each column of x (F32 [cols, n]), RMS-normed with `norm_w` first when given, into
+// `packed` (column_bytes(cols) per column); the offsets only for the kernel that reads them.
+void pack_columns(const ggml_tensor *x, const ggml_tensor *norm_w, Fused f, std::vector<uint8_t> &packed) {
+    const bool offsets = f.isa == Isa::avx512_vnni;
     const int64_t cols = x->ne[0], k = cols / QK, kp = padded_blocks(cols), bytes = column_bytes(cols);
     const ggml_from_float_t quantize = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float;
+    thread_local std::vector<float> normed;
     packed.assign((size_t)(bytes * x->ne[1]), 0);
     for (int64_t c = 0; c < x->ne[1]; c++) {
         const float *in = (const float *)((const char *)x->data + c * x->nb[1]);
+        if (norm_w) {
+            normed.resize((size_t)cols);
+            rms_norm_mul(in, (const float *)norm_w->data, cols, f.eps, normed.data());
+            in = normed.data();
+        }
         uint8_t *col = packed.data() + c * bytes;
         int8_t *y = (int8_t *)col;
         int32_t *offset = (int32_t *)(col + kp * QK);
@@ -147,17 +185,18 @@ KZ_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *col
 }
 #endif
 
-// Custom op: dst[rows, n] = W (src[0], packed) x (src[1], F32 [cols, n]), plus src[2] (F32
-// [rows, n]) when given; groups split by thread; `isa` (the Isa value itself, not a pointer)
-// picks the kernel. Every thread quantizes the (few, short) columns itself: a graph node of its
-// own would cost a thread barrier, which is more than the repeated work.
-void matvec_op(ggml_tensor *dst, int ith, int nth, void *isa) {
+// Custom op: dst[rows, n] = src[2] (F32 [rows, n], when set) + W (src[0], packed) x, x = src[1]
+// (F32 [cols, n]) RMS-normed with the weight src[3] first when set; groups split by thread;
+// userdata: a Fused by value (op_data). Every thread normalizes and quantizes the (few, short)
+// columns itself: graph nodes of their own would cost a thread barrier each, more than the
+// repeated work.
+void matvec_op(ggml_tensor *dst, int ith, int nth, void *data) {
 #if defined(__x86_64__)
-    const Isa kernel = (Isa)(intptr_t)isa;
-    const auto group_dot = kernel == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
+    const Fused f = op_fused(data);
+    const auto group_dot = f.isa == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
     const ggml_tensor *w = dst->src[0], *x = dst->src[1], *residual = dst->src[2];
     thread_local std::vector<uint8_t> cols;
-    pack_columns(x, kernel, cols);
+    pack_columns(x, dst->src[3], f, cols);
     const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK, col_bytes = column_bytes(x->ne[0]);
     const int64_t groups = w->ne[1];
     const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
@@ -172,7 +211,7 @@ void matvec_op(ggml_tensor *dst, int ith, int nth, void *isa) {
         }
     }
 #else
-    (void)dst, (void)ith, (void)nth, (void)isa;
+    (void)dst, (void)ith, (void)nth, (void)data;
 #endif
 }
 
@@ -230,17 +269,18 @@ void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst) {
     }
 }
 
-ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa, ggml_tensor *residual) {
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa, const Extras &extras) {
     const int64_t cols = x->ne[0], rows = w_packed->ne[1] * ROWS;
+    const ggml_tensor *res = extras.residual, *norm = extras.rms_norm_weight;
     if (w_packed->type != GGML_TYPE_I8 || w_packed->ne[0] != group_bytes(cols) || x->type != GGML_TYPE_F32 ||
         x->nb[0] != sizeof(float) || !supports(isa) ||
-        (residual && (residual->type != GGML_TYPE_F32 || residual->nb[0] != sizeof(float) || residual->ne[0] != rows ||
-                      residual->ne[1] != x->ne[1]))) {
+        (res && (res->type != GGML_TYPE_F32 || res->nb[0] != sizeof(float) || res->ne[0] != rows || res->ne[1] != x->ne[1])) ||
+        (norm && (norm->type != GGML_TYPE_F32 || !ggml_is_contiguous(norm) || ggml_nelements(norm) != cols))) {
         throw Error(KZ_ERR_STATE, "q8::mul_mat: operands do not match");
     }
-    ggml_tensor *args[3] = {w_packed, x, residual};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args, residual ? 3 : 2, matvec_op, GGML_N_TASKS_MAX,
-                          (void *)(intptr_t)isa);
+    ggml_tensor *args[4] = {w_packed, x, extras.residual, extras.rms_norm_weight};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args, norm ? 4 : res ? 3 : 2, matvec_op, GGML_N_TASKS_MAX,
+                          op_data(Fused{isa, extras.eps}));
 }
 
 }  // namespace kz::q8
