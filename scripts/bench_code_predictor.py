@@ -54,6 +54,24 @@ def bench_native(mmproj, weights, threads, frames, kernels="auto"):
     return 1000 * float(np.median(times)), np.array(codes), kernel
 
 
+def q8_0_bytes_per_frame(mmproj) -> int:
+    """Weight bytes one frame reads with every matrix kept in Q8_0 (34 bytes per 32 values): the
+    decoder layers' matrices and proj_in at each of the 15 steps, and each step's own head."""
+    import numpy as np
+    from kazetts.gguf.header import GGUFHeader
+    h = GGUFHeader(mmproj)
+    prefix = "a.gen.code."
+    heads = h.tensors[prefix + "head.weight"][0]
+    n_steps = heads[2]
+
+    def q8_0(shape):
+        return int(np.prod(shape, dtype=np.int64)) // 32 * 34
+
+    per_step = sum(q8_0(shape) for name, (shape, _) in h.tensors.items()
+                   if len(shape) == 2 and (name.startswith(prefix + "blk.") or name == prefix + "proj_in.weight"))
+    return n_steps * per_step + q8_0(heads)
+
+
 def cpu_runs(mmproj, kernels: str) -> bool:
     """Whether this CPU runs the code predictor's `kernels` (loading fails if it does not)."""
     from kazetts.stages.code_predictor import CodePredictor
@@ -116,6 +134,8 @@ def main():
     f32_codes = None
     from kazetts.stages.code_predictor import KERNELS
     kernels_here = [k for k in KERNELS if k != "auto" and cpu_runs(mm, k)]
+    q8_bytes = q8_0_bytes_per_frame(mm)
+    print(f"Q8_0 weights read per frame: {q8_bytes / 1e6:.1f} MB (compare with scripts/bench_bandwidth.c)")
     for t in a.threads:
         ref = None if a.no_ref else bench_ref(ck, t, max(5, a.frames // 2))
         for w in a.weights:
@@ -131,8 +151,9 @@ def main():
                 rows.append((t, label, ms, ref))
                 ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"
                 same = f"   codes = f32: {100 * (codes == f32_codes).mean():6.2f}%" if f32_codes is not None else ""
+                rate = f"   {q8_bytes / ms / 1e6:5.1f} GB/s of weights" if label.startswith("q8_0") else ""
                 print(f"threads {t}  {label:10s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   "
-                      f"speedup {ratio}{same}   [{kernel}]", flush=True)
+                      f"speedup {ratio}{same}{rate}   [{kernel}]", flush=True)
     return rows
 
 

@@ -14,7 +14,10 @@
 // rows at once, which is what this bandwidth-bound stage needs. On x86-64 (AVX-512 VNNI or
 // AVX2) Q8_0 matrices (layers and heads) are packed for kazetts' own kernels instead
 // (q8_matvec.h), ggml having no x86 repacking for Q8_0. q/k/v and gate/up are stacked into one
-// matrix each.
+// matrix each. ggml's threads meet at a barrier after every graph node, so a product on kazetts'
+// kernel also does the work of its neighbours, bit for bit as their ggml nodes: the RMS norm of
+// its input (q/k/v, gate/up, head), the residual sum (attn_out, ffn_down), the input's
+// quantization (81 nodes per one-token step at 0.6b instead of 123).
 #include "kazetts/code_predictor.h"
 
 #include "common_internal.h"
@@ -501,19 +504,37 @@ class Loader {
 // graph nodes (and tensors) of one step: ~50 per layer, a few dozen outside them
 int graph_size(int n_layer) { return 1024 + 64 * n_layer; }
 
-// w x, by kazetts' Q8_0 kernel when w is packed for it (I8), else by ggml
-ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x) {
-    return w->type == GGML_TYPE_I8 ? kz::q8::mul_mat(ctx, w, x, m.q8_isa) : ggml_mul_mat(ctx, w, x);
+// ggml_rms_norm(x) * weight, as ggml nodes
+ggml_tensor *rms_norm(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *x, ggml_tensor *weight) {
+    return ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), weight);
 }
 
-// The products of each part of `f` with x [ne0, n_tok]: views into one product when stacked.
-std::vector<ggml_tensor *> fused_mul_mat(const kz_code_predictor &m, ggml_context *ctx, const Fused &f, ggml_tensor *x) {
+// residual + w x (residual optional), by kazetts' Q8_0 kernel when w is packed for it (I8: one
+// node with the sum), else by ggml
+ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x,
+                     ggml_tensor *residual = nullptr) {
+    if (w->type == GGML_TYPE_I8) return kz::q8::mul_mat(ctx, w, x, m.q8_isa, {residual, nullptr, 0.0f});
+    ggml_tensor *y = ggml_mul_mat(ctx, w, x);
+    return residual ? ggml_add(ctx, residual, y) : y;
+}
+
+// w rms_norm(x, norm_w): one node when w is packed for kazetts' kernel
+ggml_tensor *normed_mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x, ggml_tensor *norm_w) {
+    if (w->type == GGML_TYPE_I8) return kz::q8::mul_mat(ctx, w, x, m.q8_isa, {nullptr, norm_w, m.eps});
+    return ggml_mul_mat(ctx, w, rms_norm(m, ctx, x, norm_w));
+}
+
+// The products of each part of `f` with rms_norm(x, norm_w) (x [ne0, n_tok]): views into one
+// product when stacked.
+std::vector<ggml_tensor *> fused_mul_mat(const kz_code_predictor &m, ggml_context *ctx, const Fused &f, ggml_tensor *x,
+                                         ggml_tensor *norm_w) {
     std::vector<ggml_tensor *> out;
     if (f.w.size() > 1) {
-        for (ggml_tensor *w : f.w) out.push_back(mul_mat(m, ctx, w, x));
+        ggml_tensor *h = rms_norm(m, ctx, x, norm_w);
+        for (ggml_tensor *w : f.w) out.push_back(mul_mat(m, ctx, w, h));
         return out;
     }
-    ggml_tensor *y = mul_mat(m, ctx, f.w[0], x);
+    ggml_tensor *y = normed_mul_mat(m, ctx, f.w[0], x, norm_w);
     size_t offset = 0;
     for (int64_t r : f.rows) {
         out.push_back(ggml_view_2d(ctx, y, r, y->ne[1], y->nb[1], offset));
@@ -552,12 +573,10 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
     const float kq_scale = 1.0f / std::sqrt((float)hd);
     for (int il = 0; il < m.n_layer; il++) {
         const Layer &L = m.layers[il];
-        ggml_tensor *h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln1);
-
-        std::vector<ggml_tensor *> qkv = fused_mul_mat(m, ctx, L.qkv, h);
+        std::vector<ggml_tensor *> qkv = fused_mul_mat(m, ctx, L.qkv, x, L.ln1);
         ggml_tensor *q = heads(ctx, qkv[0], hd), *k = heads(ctx, qkv[1], hd), *v = heads(ctx, qkv[2], hd);
-        q = ggml_mul(ctx, ggml_rms_norm(ctx, q, m.eps), L.q_norm);
-        k = ggml_mul(ctx, ggml_rms_norm(ctx, k, m.eps), L.k_norm);
+        q = rms_norm(m, ctx, q, L.q_norm);
+        k = rms_norm(m, ctx, k, L.k_norm);
         q = ggml_rope_ext(ctx, q, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
         k = ggml_rope_ext(ctx, k, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
 
@@ -584,16 +603,14 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
         ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head]
         ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok);
-        x = ggml_add(ctx, x, mul_mat(m, ctx, L.wo, o));
+        x = mul_mat(m, ctx, L.wo, o, x);
 
-        h = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), L.ln2);
-        std::vector<ggml_tensor *> gate_up = fused_mul_mat(m, ctx, L.gate_up, h);
-        x = ggml_add(ctx, x, mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1])));
+        std::vector<ggml_tensor *> gate_up = fused_mul_mat(m, ctx, L.gate_up, x, L.ln2);
+        x = mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1]), x);
     }
     if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
-    x = ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), m.output_norm);
     ggml_tensor *head = ggml_view_2d(ctx, m.head, m.head->ne[0], m.head->ne[1], m.head->nb[1], (size_t)s * m.head->nb[2]);
-    st.logits = mul_mat(m, ctx, head, x);
+    st.logits = normed_mul_mat(m, ctx, head, x, m.output_norm);
     ggml_set_output(st.logits);
     ggml_build_forward_expand(gf, st.logits);
     st.graph = gf;

@@ -4,7 +4,7 @@
 // padding blocks have scale 0 and quants 0, stored as 128):
 //   scales  [4][kp] fp16                   row r's block scales, contiguous
 //   quants  [kp / 2][4][64] u8             per pair of blocks, the 4 rows' 64 quants + 128
-// Packed activation column (one per input column, built by a graph node of its own):
+// Packed activation column (one per input column, built by each thread of the product):
 //   y       [kp * 32] s8                   ggml's Q8_0 quants of the column
 //   offset  [kp / 2][16] i32               -128 * (sum of the 4 quants under each VNNI lane)
 //   dy      [kp] f32                       ggml's Q8_0 block scales of the column
@@ -18,7 +18,9 @@
 #include "ggml.h"
 #include "ggml-cpu.h"
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -47,22 +49,59 @@ static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
 
 int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
 
+// What a product node computes besides W x (src[2], src[3] of the node when set).
+struct Fused {
+    Isa isa;
+    float eps;  // of the RMS norm
+};
+
+// The node's userdata holds its Fused by value: the kernel in the low 32 bits, eps's bits in the high.
+void *op_data(Fused f) {
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &f.eps, sizeof eps_bits);
+    return (void *)(uintptr_t)((uint64_t)eps_bits << 32 | (uint32_t)f.isa);
+}
+
+#if defined(__x86_64__)
 int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
 
-// Custom op: packs each column of x (src[0], F32 [cols, n]) into dst (I8 [column_bytes, n]);
-// the offsets only for the kernel that reads them (`isa`, the Isa value itself).
-void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *isa) {
-    const bool offsets = (Isa)(intptr_t)isa == Isa::avx512_vnni;
-    const ggml_tensor *x = dst->src[0];
-    const int64_t cols = x->ne[0], k = cols / QK, kp = padded_blocks(cols);
+Fused op_fused(void *data) {
+    const uint64_t v = (uint64_t)(uintptr_t)data;
+    const uint32_t eps_bits = (uint32_t)(v >> 32);
+    Fused f{(Isa)(uint32_t)v, 0.0f};
+    std::memcpy(&f.eps, &eps_bits, sizeof eps_bits);
+    return f;
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w, with ggml's arithmetic (its fused rms_norm + mul: float
+// squares summed in double in order, then float), so the product's input is bit for bit ggml's.
+void rms_norm_mul(const float *x, const float *w, int64_t n, float eps, float *y) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = sum / n;
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+// Packs each column of x (F32 [cols, n]), RMS-normed with `norm_w` first when given, into
+// `packed` (column_bytes(cols) per column); the offsets only for the kernel that reads them.
+void pack_columns(const ggml_tensor *x, const ggml_tensor *norm_w, Fused f, std::vector<uint8_t> &packed) {
+    const bool offsets = f.isa == Isa::avx512_vnni;
+    const int64_t cols = x->ne[0], k = cols / QK, kp = padded_blocks(cols), bytes = column_bytes(cols);
     const ggml_from_float_t quantize = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float;
-    for (int64_t c = ith; c < x->ne[1]; c += nth) {
+    thread_local std::vector<float> normed;
+    packed.assign((size_t)(bytes * x->ne[1]), 0);
+    for (int64_t c = 0; c < x->ne[1]; c++) {
         const float *in = (const float *)((const char *)x->data + c * x->nb[1]);
-        uint8_t *col = (uint8_t *)dst->data + c * dst->nb[1];
+        if (norm_w) {
+            normed.resize((size_t)cols);
+            rms_norm_mul(in, (const float *)norm_w->data, cols, f.eps, normed.data());
+            in = normed.data();
+        }
+        uint8_t *col = packed.data() + c * bytes;
         int8_t *y = (int8_t *)col;
         int32_t *offset = (int32_t *)(col + kp * QK);
         float *dy = (float *)(col + 2 * kp * QK);
-        std::memset(col, 0, (size_t)column_bytes(cols));
         for (int64_t b = 0; b < k; b++) {
             BlockQ8 blk;
             quantize(in + b * QK, &blk, QK);
@@ -76,7 +115,6 @@ void pack_columns_op(ggml_tensor *dst, int ith, int nth, void *isa) {
     }
 }
 
-#if defined(__x86_64__)
 // out[r] = row r of the group . the packed column, r = 0..3: a pair of blocks per VNNI product
 KZ_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
     const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
@@ -147,24 +185,33 @@ KZ_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *col
 }
 #endif
 
-// Custom op: dst[rows, n] = W (src[0], packed) x columns (src[1], packed); groups split by
-// thread; `isa` (the Isa value itself, not a pointer) picks the kernel.
-void matvec_op(ggml_tensor *dst, int ith, int nth, void *isa) {
+// Custom op: dst[rows, n] = src[2] (F32 [rows, n], when set) + W (src[0], packed) x, x = src[1]
+// (F32 [cols, n]) RMS-normed with the weight src[3] first when set; groups split by thread;
+// userdata: a Fused by value (op_data). Every thread normalizes and quantizes the (few, short)
+// columns itself: graph nodes of their own would cost a thread barrier each, more than the
+// repeated work.
+void matvec_op(ggml_tensor *dst, int ith, int nth, void *data) {
 #if defined(__x86_64__)
-    const auto group_dot = (Isa)(intptr_t)isa == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
-    const ggml_tensor *w = dst->src[0], *cols = dst->src[1];
-    const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK;
+    const Fused f = op_fused(data);
+    const auto group_dot = f.isa == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
+    const ggml_tensor *w = dst->src[0], *x = dst->src[1], *residual = dst->src[2];
+    thread_local std::vector<uint8_t> cols;
+    pack_columns(x, dst->src[3], f, cols);
+    const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK, col_bytes = column_bytes(x->ne[0]);
     const int64_t groups = w->ne[1];
     const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *group = (const uint8_t *)w->data + g * w->nb[1];
-        for (int64_t c = 0; c < cols->ne[1]; c++) {
+        for (int64_t c = 0; c < x->ne[1]; c++) {
             float *out = (float *)((char *)dst->data + c * dst->nb[1]) + g * ROWS;
-            group_dot(group, kp, (const uint8_t *)cols->data + c * cols->nb[1], out);
+            group_dot(group, kp, cols.data() + c * col_bytes, out);
+            if (!residual) continue;
+            const float *add = (const float *)((const char *)residual->data + c * residual->nb[1]) + g * ROWS;
+            for (int r = 0; r < ROWS; r++) out[r] = add[r] + out[r];  // as ggml_add(residual, product)
         }
     }
 #else
-    (void)dst, (void)ith, (void)nth, (void)isa;
+    (void)dst, (void)ith, (void)nth, (void)data;
 #endif
 }
 
@@ -222,18 +269,18 @@ void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst) {
     }
 }
 
-ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa) {
-    const int64_t cols = x->ne[0];
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa, const Extras &extras) {
+    const int64_t cols = x->ne[0], rows = w_packed->ne[1] * ROWS;
+    const ggml_tensor *res = extras.residual, *norm = extras.rms_norm_weight;
     if (w_packed->type != GGML_TYPE_I8 || w_packed->ne[0] != group_bytes(cols) || x->type != GGML_TYPE_F32 ||
-        x->nb[0] != sizeof(float) || !supports(isa)) {
+        x->nb[0] != sizeof(float) || !supports(isa) ||
+        (res && (res->type != GGML_TYPE_F32 || res->nb[0] != sizeof(float) || res->ne[0] != rows || res->ne[1] != x->ne[1])) ||
+        (norm && (norm->type != GGML_TYPE_F32 || !ggml_is_contiguous(norm) || ggml_nelements(norm) != cols))) {
         throw Error(KZ_ERR_STATE, "q8::mul_mat: operands do not match");
     }
-    ggml_tensor *x_arg[1] = {x};
-    ggml_tensor *packed = ggml_custom_4d(ctx, GGML_TYPE_I8, column_bytes(cols), x->ne[1], 1, 1, x_arg, 1, pack_columns_op,
-                                         GGML_N_TASKS_MAX, (void *)(intptr_t)isa);
-    ggml_tensor *args[2] = {w_packed, packed};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, w_packed->ne[1] * ROWS, x->ne[1], 1, 1, args, 2, matvec_op, GGML_N_TASKS_MAX,
-                          (void *)(intptr_t)isa);
+    ggml_tensor *args[4] = {w_packed, x, extras.residual, extras.rms_norm_weight};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args, norm ? 4 : res ? 3 : 2, matvec_op, GGML_N_TASKS_MAX,
+                          op_data(Fused{isa, extras.eps}));
 }
 
 }  // namespace kz::q8

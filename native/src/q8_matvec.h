@@ -37,8 +37,17 @@ int64_t group_bytes(int64_t cols);
 // Packs `rows` ggml Q8_0 rows of `cols` values into dst (group_bytes(cols) * rows / 4 bytes).
 void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst);
 
-// W x as graph nodes, by the kernel of `isa` (which the CPU must support): W a packed 2-D I8
-// tensor (or a 2-D view of one), x F32 [cols, n] with contiguous rows; the result is F32 [rows, n].
-ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa);
+// What a product node does besides W x, each bit for bit as the ggml nodes it replaces would
+// (one node instead of several saves their thread barriers).
+struct Extras {
+    ggml_tensor *residual = nullptr;         // F32 [rows, n]: residual + W x, as ggml_add
+    ggml_tensor *rms_norm_weight = nullptr;  // F32 [cols]: x first becomes ggml_mul(ggml_rms_norm(x, eps), weight)
+    float eps = 0.0f;
+};
+
+// W x as one graph node, by the kernel of `isa` (which the CPU must support), with `extras`: W a
+// packed 2-D I8 tensor (or a 2-D view of one), x F32 [cols, n] with contiguous rows; the result
+// is F32 [rows, n].
+ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa, const Extras &extras = {});
 
 }  // namespace kz::q8
