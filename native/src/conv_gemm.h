@@ -50,6 +50,15 @@ inline void thread_rows(int64_t nrows, int ith, int nth, int64_t &r0, int64_t &r
     r1 = std::min<int64_t>(nrows, r0 + per);
 }
 
+// dst = F(src[0]), both contiguous F32, the elements split over the threads: a ggml custom op
+// for the vector_kernels.h activations (ELU, GELU: ggml's call libm per element)
+template <void (*F)(const float *, float *, int64_t)>
+void unary_op(ggml_tensor *dst, int ith, int nth, void *) {
+    int64_t i0, i1;
+    thread_rows(ggml_nelements(dst), ith, nth, i0, i1);
+    F((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
+}
+
 // The ggml custom op (userdata: the const ConvShape); dst is F32 [cout, T], T output steps.
 void conv_gemm_op(ggml_tensor *dst, int ith, int nth, void *userdata);
 
