@@ -526,6 +526,29 @@ static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
     }
 }
 
+// A ConvTranspose of kernel 2s from its product y (src[0], F32 [2s*cout, T]: taps j*cout + c per
+// input step): out[c, t*s + j] = (y[j*cout + c, t] + tail[j*cout + c]) + bias[c] (src[2]), the tail
+// being the second half of step t-1's taps, or the previous chunk's (src[1], F32 [s*cout]) at t = 0
+// (the sums and their order of concat + add + add over ggml views).
+static void overlap_add_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const TConv &c = *static_cast<const TConv *>(userdata);
+    const ggml_tensor *y = dst->src[0];
+    const float *prev = (const float *)dst->src[1]->data, *bias = (const float *)dst->src[2]->data;
+    const int64_t half = (int64_t)c.cout * c.s;
+    int64_t t0, t1;
+    thread_rows(y->ne[1], ith, nth, t0, t1);
+    for (int64_t t = t0; t < t1; t++) {
+        const float *cur = (const float *)((const char *)y->data + t * y->nb[1]);
+        const float *tail = t > 0 ? (const float *)((const char *)y->data + (t - 1) * y->nb[1]) + half : prev;
+        float *out = (float *)dst->data + t * half;
+        for (int j = 0; j < c.s; j++)
+            for (int co = 0; co < c.cout; co++) {
+                const int64_t i = (int64_t)j * c.cout + co;
+                out[i] = (cur[i] + tail[i]) + bias[co];
+            }
+    }
+}
+
 // The last conv (cin -> 1 channel, k taps): y[t] = bias + sum over taps j and channels c of
 // w[j*cin + c] * [prev ; x] at step t + j*dil, each step's sum in kPostLanes lanes (the lane of
 // channel c is c % kPostLanes) added in one fixed order, whatever T and the threads. A GEMM
@@ -665,31 +688,30 @@ struct Graph {
         return prev;
     }
 
-    // the F16 path: conv_gemm_op on x (in F32) after its left context (none when Lc is 0)
-    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
+    // the F16 path: conv_gemm_op on x (in F32) after its left context (none when Lc is 0), plus `res` if given
+    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc, ggml_tensor *res = nullptr) {
         if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
-        ggml_tensor *args[4] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, !c.b ? 2 : Lc > 0 ? 4 : 3, kz::conv_gemm_op,
-                              GGML_N_TASKS_MAX, const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c)));
+        ggml_tensor *args[5] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr, res};
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, 5, kz::conv_gemm_op, GGML_N_TASKS_MAX,
+                              const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c)));
+    }
+    // x + conv(t): a residual branch's last conv, the add fused into the F16 GEMM
+    ggml_tensor *conv_add(ggml_tensor *t, const Conv &c, ggml_tensor *x) {
+        if (!c.packed || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || x->ne[0] != c.cout || x->ne[1] != t->ne[1])
+            return ggml_add(ctx, conv(t, c), x);
+        if (t->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(t->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        return packed_conv(t, c, (int64_t)(c.k - 1) * c.dil, x);
     }
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
         const int64_t T = x->ne[1];
         ggml_tensor *y = c.gemm.packed ? packed_conv(x, c.gemm, 0) : mm(c.w, x);  // [k*cout, T]
-        ggml_tensor *out;
-        if (c.k == c.s) {
-            out = ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T);
-        } else {
-            const size_t es = ggml_element_size(y);
-            ggml_tensor *a = ggml_view_3d(ctx, y, c.cout, c.s, T, c.cout * es, y->nb[1], 0);
-            ggml_tensor *b = ggml_cont(ctx, ggml_view_3d(ctx, y, c.cout, c.s, T, c.cout * es, y->nb[1], (size_t)c.s * c.cout * es));
-            ggml_tensor *prev = ggml_reshape_3d(ctx, state((int64_t)c.cout * c.s, 1), c.cout, c.s, 1);
-            ggml_tensor *bf = ggml_concat(ctx, prev, b, 2);  // [cout, s, T+1]
-            save(ggml_view_3d(ctx, bf, c.cout, c.s, 1, bf->nb[1], bf->nb[2], (size_t)T * bf->nb[2]));
-            ggml_tensor *bs = ggml_view_3d(ctx, bf, c.cout, c.s, T, bf->nb[1], bf->nb[2], 0);
-            out = ggml_reshape_2d(ctx, ggml_add(ctx, a, bs), c.cout, (int64_t)c.s * T);
-        }
-        return ggml_add(ctx, out, c.b);
+        if (c.k == c.s) return ggml_add(ctx, ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T), c.b);
+        const int64_t half = (int64_t)c.cout * c.s;
+        ggml_tensor *args[3] = {y, state(half, 1), c.b};
+        save(ggml_view_1d(ctx, y, half, (size_t)(T - 1) * y->nb[1] + (size_t)half * sizeof(float)));  // the last tail
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, (int64_t)c.s * T, 1, 1, args, 3, overlap_add_op, GGML_N_TASKS_MAX,
+                              const_cast<TConv *>(&c));
     }
 
     // the type a conv reads its input in (a packed conv reads F32)
@@ -818,8 +840,7 @@ struct Graph {
             x = tconv(snake(x, d.snake, in_type(d.conv)), d.conv);
             for (const ResUnit &r : d.res) {
                 ggml_tensor *t = conv(snake(x, r.act1, in_type(r.conv1)), r.conv1);
-                t = conv(snake(t, r.act2, in_type(r.conv2)), r.conv2);
-                x = ggml_add(ctx, t, x);
+                x = conv_add(snake(t, r.act2, in_type(r.conv2)), r.conv2, x);
             }
         }
         x = conv_to_one(snake(x, m.post_snake, GGML_TYPE_F32), m.post_conv);

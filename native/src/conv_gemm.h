@@ -21,7 +21,8 @@ constexpr int kPackRows = 16;
 // [cin, pad_left]: the pad_left steps before x), zeros, or x's nearest edge step. A linear is
 // the 1-tap conv. The weight (src[1]) is [kPackRows * cin*k, ceil(cout / kPackRows)]: block b
 // holds output channels b*kPackRows.. interleaved, value (channel, row i = j*cin + c) at
-// i*kPackRows + channel % kPackRows, zero-padded (pack_rows); the bias (src[2]) is [cout] or none.
+// i*kPackRows + channel % kPackRows, zero-padded (pack_rows); the bias (src[2]) is [cout] or none;
+// a residual (src[4], F32 [cout, T], or none) is added to the finished outputs (dst + residual).
 struct ConvShape {
     enum Edge { kContext, kZeros, kReplicate };
     int cin = 0, cout = 0, k = 1, dil = 1, stride = 1;
