@@ -1,12 +1,14 @@
 // Codec decoder (Qwen3-TTS-Tokenizer-12Hz decoder) on ggml, with exact streaming.
 //
 // Layout: every activation is a ggml [channels, time] tensor (channel fastest), so 1x1 convs and
-// linears are plain mul_mat, per-channel parameters broadcast as [C] rows, and the left context of
-// a causal conv is a column block. With F16 weights a k-tap conv, and a ConvTranspose's product,
-// is kz::conv_gemm_op (conv_gemm.cpp): our own GEMM reading the taps straight from [left context ; input] in F32
-// (ggml's F16 GEMM spends half its time widening both operands). With F32 weights it is one
+// linears are plain products, per-channel parameters broadcast as [C] rows, and the left context of
+// a causal conv is a column block. With F16 weights a k-tap conv, a ConvTranspose's product and
+// every linear (the transformer's, the ConvNeXt's) is kz::conv_gemm_op (conv_gemm.cpp): our own GEMM
+// reading the taps straight from [left context ; input] in F32 (ggml's F16 GEMM rounds the input
+// to F16 and spends half its time widening both operands). With F32 weights it is one
 // mul_mat over an im2col matrix written in one pass from the left context and the input (no
-// concatenated copy). Snake writes the type its consumer multiplies in, so no matmul converts. A
+// concatenated copy). The last conv (to one channel) is its own dot-product op (conv_to_one_op), the
+// ConvNeXt's GELU kz::gelu_erf. Snake writes the type its consumer multiplies in, so no matmul converts. A
 // ConvTranspose (kernel K = stride s or 2s) is one product giving K*Cout values per input step plus an
 // overlap-add of the second half with the previous step's (the "tail").
 //
@@ -19,6 +21,7 @@
 #include "common_internal.h"
 #include "conv_gemm.h"
 #include "gguf_reader.h"
+#include "vector_kernels.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -51,6 +54,7 @@ constexpr int kMaxChunk = 4096;  // frames per graph (kz_codec_set_max_chunk)
 // offset whatever the chunking: streaming output then matches a full decode bit for bit.
 constexpr int kKvAlign = 64;
 constexpr int64_t kMinCols = 4;
+constexpr int kPostLanes = 16;  // lanes of the last conv's sums (conv_to_one_op)
 
 // first position kept in the KV window once `pos` frames are done
 int64_t kv_base(int64_t pos, int window) {
@@ -74,11 +78,13 @@ struct Snake {
     ggml_tensor *alpha = nullptr, *inv_beta = nullptr;
 };
 struct TfmLayer {
-    ggml_tensor *ln1, *q, *k, *v, *o, *ls1, *ln2, *gate, *up, *down, *ls2;
+    ggml_tensor *ln1, *ls1, *ln2, *ls2;
+    Conv q, k, v, o, gate, up, down;  // linears: 1-tap convs without bias
 };
 struct UpBlock {
     TConv conv;
-    ggml_tensor *dw_w, *dw_b, *norm_w, *norm_b, *pw1_w, *pw1_b, *pw2_w, *pw2_b, *gamma;  // dw_w [C, 7]
+    ggml_tensor *dw_w, *dw_b, *norm_w, *norm_b, *gamma;  // dw_w [C, 7]
+    Conv pw1, pw2;
     int dw_k;
 };
 struct ResUnit {
@@ -101,8 +107,8 @@ struct Hparams {
 struct Model {
     Hparams hp;
     ggml_tensor *cb_first = nullptr, *cb_rest = nullptr, *out_first = nullptr, *out_rest = nullptr;
-    Conv pre_conv;
-    ggml_tensor *in_proj_w, *in_proj_b, *out_proj_w, *out_proj_b, *out_norm;
+    Conv pre_conv, in_proj, out_proj;
+    ggml_tensor *out_norm;
     std::vector<TfmLayer> layers;
     std::vector<UpBlock> up;
     Conv entry;
@@ -181,8 +187,23 @@ struct Builder {
         expect(s, ne);
         return make(name, type, ne, [this, s] { return L.read(s); });
     }
-    // a linear weight, in the fast type
-    ggml_tensor *linear(const std::string &name, std::vector<int64_t> ne) { return plain(name, ne, fast); }
+    // a linear [in] -> [out] (the 1-tap conv), in the fast type (F16: packed), with the bias `bias` if named
+    Conv linear(const std::string &name, int64_t in, int64_t out, const std::string &bias = "") {
+        ggml_tensor *s = L.src(name);
+        expect(s, {in, out});
+        Conv c;
+        c.cin = (int)in;
+        c.cout = (int)out;
+        c.packed = fast == GGML_TYPE_F16;
+        auto rows = [this, s] { return L.read(s); };  // row o: the `in` weights of output o
+        if (!c.packed) {
+            c.w = make(name, fast, {in, out}, rows);
+        } else {
+            c.w = make(name, fast, kz::packed_shape(c), [rows, c] { return kz::pack_rows(rows(), c); });
+        }
+        if (!bias.empty()) c.b = vec(bias, out);
+        return c;
+    }
     ggml_tensor *vec(const std::string &name, int64_t n) { return plain(name, {n}); }
     Snake snake(const std::string &name, int64_t c) {
         return {vec(name + ".alpha", c), vec(name + ".beta", c)};
@@ -304,27 +325,25 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     m.out_rest = B.plain(W + "quant.rest.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.pre_conv = B.conv(W + "pre_conv", 1, fast);
     if (m.pre_conv.cin != hp.codebook_dim) throw Error(KZ_ERR_FORMAT, "pre_conv input width mismatch");
-    m.in_proj_w = B.linear(W + "tfm.in_proj.weight", {hp.latent, hp.hidden});
-    m.in_proj_b = B.vec(W + "tfm.in_proj.bias", hp.hidden);
-    m.out_proj_w = B.linear(W + "tfm.out_proj.weight", {hp.hidden, hp.latent});
-    m.out_proj_b = B.vec(W + "tfm.out_proj.bias", hp.latent);
+    m.in_proj = B.linear(W + "tfm.in_proj.weight", hp.latent, hp.hidden, W + "tfm.in_proj.bias");
+    m.out_proj = B.linear(W + "tfm.out_proj.weight", hp.hidden, hp.latent, W + "tfm.out_proj.bias");
     m.out_norm = B.vec(W + "tfm.output_norm.weight", hp.hidden);
     const int64_t qd = (int64_t)hp.n_head * hp.head_dim, kvd = (int64_t)hp.n_head_kv * hp.head_dim;
     for (int i = 0; i < hp.n_layer; i++) {
         std::string p = W + "tfm.blk." + std::to_string(i) + ".";
         TfmLayer l;
         l.ln1 = B.vec(p + "ln1.weight", hp.hidden);
-        l.q = B.linear(p + "attn_q.weight", {hp.hidden, qd});
-        l.k = B.linear(p + "attn_k.weight", {hp.hidden, kvd});
-        l.v = B.linear(p + "attn_v.weight", {hp.hidden, kvd});
-        l.o = B.linear(p + "attn_out.weight", {qd, hp.hidden});
+        l.q = B.linear(p + "attn_q.weight", hp.hidden, qd);
+        l.k = B.linear(p + "attn_k.weight", hp.hidden, kvd);
+        l.v = B.linear(p + "attn_v.weight", hp.hidden, kvd);
+        l.o = B.linear(p + "attn_out.weight", qd, hp.hidden);
         l.ls1 = B.vec(p + "ls1.weight", hp.hidden);
         l.ln2 = B.vec(p + "ln2.weight", hp.hidden);
         ggml_tensor *g = L.src(p + "ffn_gate.weight");
         int64_t ff = g->ne[1];
-        l.gate = B.linear(p + "ffn_gate.weight", {hp.hidden, ff});
-        l.up = B.linear(p + "ffn_up.weight", {hp.hidden, ff});
-        l.down = B.linear(p + "ffn_down.weight", {ff, hp.hidden});
+        l.gate = B.linear(p + "ffn_gate.weight", hp.hidden, ff);
+        l.up = B.linear(p + "ffn_up.weight", hp.hidden, ff);
+        l.down = B.linear(p + "ffn_down.weight", ff, hp.hidden);
         l.ls2 = B.vec(p + "ls2.weight", hp.hidden);
         m.layers.push_back(l);
     }
@@ -355,11 +374,9 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         u.dw_b = B.vec(p + "dwconv.bias", C);
         u.norm_w = B.vec(p + "norm.weight", C);
         u.norm_b = B.vec(p + "norm.bias", C);
-        ggml_tensor *pw1 = L.src(p + "pw1.weight");
-        u.pw1_w = B.linear(p + "pw1.weight", {C, pw1->ne[1]});
-        u.pw1_b = B.vec(p + "pw1.bias", pw1->ne[1]);
-        u.pw2_w = B.linear(p + "pw2.weight", {pw1->ne[1], C});
-        u.pw2_b = B.vec(p + "pw2.bias", C);
+        const int64_t ff = L.src(p + "pw1.weight")->ne[1];
+        u.pw1 = B.linear(p + "pw1.weight", C, ff, p + "pw1.bias");
+        u.pw2 = B.linear(p + "pw2.weight", ff, C, p + "pw2.bias");
         u.gamma = B.vec(p + "gamma", C);
         m.up.push_back(u);
     }
@@ -509,6 +526,62 @@ static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
     }
 }
 
+// A ConvTranspose of kernel 2s from its product y (src[0], F32 [2s*cout, T]: taps j*cout + c per
+// input step): out[c, t*s + j] = (y[j*cout + c, t] + tail[j*cout + c]) + bias[c] (src[2]), the tail
+// being the second half of step t-1's taps, or the previous chunk's (src[1], F32 [s*cout]) at t = 0
+// (the sums and their order of concat + add + add over ggml views).
+static void overlap_add_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const TConv &c = *static_cast<const TConv *>(userdata);
+    const ggml_tensor *y = dst->src[0];
+    const float *prev = (const float *)dst->src[1]->data, *bias = (const float *)dst->src[2]->data;
+    const int64_t half = (int64_t)c.cout * c.s;
+    int64_t t0, t1;
+    thread_rows(y->ne[1], ith, nth, t0, t1);
+    for (int64_t t = t0; t < t1; t++) {
+        const float *cur = (const float *)((const char *)y->data + t * y->nb[1]);
+        const float *tail = t > 0 ? (const float *)((const char *)y->data + (t - 1) * y->nb[1]) + half : prev;
+        float *out = (float *)dst->data + t * half;
+        for (int j = 0; j < c.s; j++)
+            for (int co = 0; co < c.cout; co++) {
+                const int64_t i = (int64_t)j * c.cout + co;
+                out[i] = (cur[i] + tail[i]) + bias[co];
+            }
+    }
+}
+
+// The last conv (cin -> 1 channel, k taps): y[t] = bias + sum over taps j and channels c of
+// w[j*cin + c] * [prev ; x] at step t + j*dil, each step's sum in kPostLanes lanes (the lane of
+// channel c is c % kPostLanes) added in one fixed order, whatever T and the threads. A GEMM
+// would spend all but one of its kPackRows output rows on padding; im2col wrote k*cin values a sample.
+static void conv_to_one_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    typedef float lanes __attribute__((vector_size(kPostLanes * sizeof(float))));
+    const Conv &c = *static_cast<const Conv *>(userdata);
+    const ggml_tensor *x = dst->src[0], *prev = dst->src[3];
+    const float *w = (const float *)dst->src[1]->data, bias = *(const float *)dst->src[2]->data;
+    int64_t t0, t1;
+    thread_rows(dst->ne[1], ith, nth, t0, t1);
+    for (int64_t t = t0; t < t1; t++) {
+        lanes acc = {};
+        for (int j = 0; j < c.k; j++) {
+            const int64_t col = t + (int64_t)j * c.dil - c.pad_left;  // < 0: in the left context
+            const float *in = col < 0 ? (const float *)((const char *)prev->data + (c.pad_left + col) * prev->nb[1])
+                                      : (const float *)((const char *)x->data + col * x->nb[1]);
+            const float *wj = w + (int64_t)j * c.cin;
+            int i = 0;
+            for (; i + kPostLanes <= c.cin; i += kPostLanes) {
+                lanes a, b;
+                std::memcpy(&a, wj + i, sizeof a);
+                std::memcpy(&b, in + i, sizeof b);
+                acc += a * b;
+            }
+            for (; i < c.cin; i++) acc[i % kPostLanes] += wj[i] * in[i];
+        }
+        float y = bias;
+        for (int l = 0; l < kPostLanes; l++) y += acc[l];
+        ((float *)dst->data)[t] = y;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // graph
 // ---------------------------------------------------------------------------------------------
@@ -580,6 +653,27 @@ struct Graph {
         return ggml_add(ctx, mm(c.w, cols), c.b);
     }
 
+    // a linear (Builder::linear) of the columns of x: F16 packed, conv_gemm_op; F32, ggml's mul_mat
+    ggml_tensor *linear(ggml_tensor *x, const Conv &c) {
+        if (c.packed) return packed_conv(x, c, 0);
+        ggml_tensor *y = ggml_mul_mat(ctx, c.w, x);
+        return c.b ? ggml_add(ctx, y, c.b) : y;
+    }
+
+    // the last conv, to one channel (conv_to_one_op); x: F32 [cin, T]
+    ggml_tensor *conv_to_one(ggml_tensor *x, const Conv &c) {
+        if (x->ne[0] != c.cin || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x))
+            throw Error(KZ_ERR_STATE, "codec post_conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        ggml_tensor *args[4] = {x, c.w, c.b, c.pad_left > 0 ? context(x, c.pad_left) : nullptr};
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, 1, x->ne[1], 1, 1, args, c.pad_left > 0 ? 4 : 3, conv_to_one_op, GGML_N_TASKS_MAX,
+                              const_cast<Conv *>(&c));
+    }
+
+    ggml_tensor *gelu(ggml_tensor *x) {
+        ggml_tensor *args[1] = {x};
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, kz::unary_op<kz::gelu_erf>, GGML_N_TASKS_MAX, nullptr);
+    }
+
     // the previous Lc columns before x (a state), saving the next ones: the last Lc of [prev ; x]
     ggml_tensor *context(ggml_tensor *x, int64_t Lc) {
         const int64_t C = x->ne[0], T = x->ne[1];
@@ -594,31 +688,30 @@ struct Graph {
         return prev;
     }
 
-    // the F16 path: conv_gemm_op on x (in F32) after its left context (none when Lc is 0)
-    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc) {
+    // the F16 path: conv_gemm_op on x (in F32) after its left context (none when Lc is 0), plus `res` if given
+    ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc, ggml_tensor *res = nullptr) {
         if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
-        ggml_tensor *args[4] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, !c.b ? 2 : Lc > 0 ? 4 : 3, kz::conv_gemm_op,
-                              GGML_N_TASKS_MAX, const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c)));
+        ggml_tensor *args[5] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr, res};
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, 5, kz::conv_gemm_op, GGML_N_TASKS_MAX,
+                              const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c)));
+    }
+    // x + conv(t): a residual branch's last conv, the add fused into the F16 GEMM
+    ggml_tensor *conv_add(ggml_tensor *t, const Conv &c, ggml_tensor *x) {
+        if (!c.packed || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || x->ne[0] != c.cout || x->ne[1] != t->ne[1])
+            return ggml_add(ctx, conv(t, c), x);
+        if (t->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(t->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        return packed_conv(t, c, (int64_t)(c.k - 1) * c.dil, x);
     }
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
         const int64_t T = x->ne[1];
         ggml_tensor *y = c.gemm.packed ? packed_conv(x, c.gemm, 0) : mm(c.w, x);  // [k*cout, T]
-        ggml_tensor *out;
-        if (c.k == c.s) {
-            out = ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T);
-        } else {
-            const size_t es = ggml_element_size(y);
-            ggml_tensor *a = ggml_view_3d(ctx, y, c.cout, c.s, T, c.cout * es, y->nb[1], 0);
-            ggml_tensor *b = ggml_cont(ctx, ggml_view_3d(ctx, y, c.cout, c.s, T, c.cout * es, y->nb[1], (size_t)c.s * c.cout * es));
-            ggml_tensor *prev = ggml_reshape_3d(ctx, state((int64_t)c.cout * c.s, 1), c.cout, c.s, 1);
-            ggml_tensor *bf = ggml_concat(ctx, prev, b, 2);  // [cout, s, T+1]
-            save(ggml_view_3d(ctx, bf, c.cout, c.s, 1, bf->nb[1], bf->nb[2], (size_t)T * bf->nb[2]));
-            ggml_tensor *bs = ggml_view_3d(ctx, bf, c.cout, c.s, T, bf->nb[1], bf->nb[2], 0);
-            out = ggml_reshape_2d(ctx, ggml_add(ctx, a, bs), c.cout, (int64_t)c.s * T);
-        }
-        return ggml_add(ctx, out, c.b);
+        if (c.k == c.s) return ggml_add(ctx, ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T), c.b);
+        const int64_t half = (int64_t)c.cout * c.s;
+        ggml_tensor *args[3] = {y, state(half, 1), c.b};
+        save(ggml_view_1d(ctx, y, half, (size_t)(T - 1) * y->nb[1] + (size_t)half * sizeof(float)));  // the last tail
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, (int64_t)c.s * T, 1, 1, args, 3, overlap_add_op, GGML_N_TASKS_MAX,
+                              const_cast<TConv *>(&c));
     }
 
     // the type a conv reads its input in (a packed conv reads F32)
@@ -647,8 +740,7 @@ struct Graph {
         }
         y = ggml_add(ctx, y, u.dw_b);
         y = ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, y, 1e-6f), u.norm_w), u.norm_b);
-        y = ggml_gelu_erf(ctx, ggml_add(ctx, ggml_mul_mat(ctx, u.pw1_w, y), u.pw1_b));
-        y = ggml_add(ctx, ggml_mul_mat(ctx, u.pw2_w, y), u.pw2_b);
+        y = linear(gelu(linear(y, u.pw1)), u.pw2);
         return ggml_add(ctx, x, ggml_mul(ctx, y, u.gamma));
     }
 
@@ -665,14 +757,14 @@ struct Graph {
         next.n_kv = keep;
         pos = input(GGML_TYPE_I32, nq);
         mask = input(GGML_TYPE_F32, N, nq);
-        ggml_tensor *h = ggml_add(ctx, ggml_mul_mat(ctx, m.in_proj_w, x), m.in_proj_b);
+        ggml_tensor *h = linear(x, m.in_proj);
         const float scale = 1.0f / std::sqrt((float)hd);
         for (int il = 0; il < hp.n_layer; il++) {
             const TfmLayer &l = m.layers[il];
             ggml_tensor *t = ggml_mul(ctx, ggml_rms_norm(ctx, h, hp.eps), l.ln1);
-            ggml_tensor *q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.q, t), hd, hp.n_head, nq);
-            ggml_tensor *k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.k, t), hd, hp.n_head_kv, nq);
-            ggml_tensor *v = ggml_mul_mat(ctx, l.v, t);  // [kvd, n]
+            ggml_tensor *q = ggml_reshape_3d(ctx, linear(t, l.q), hd, hp.n_head, nq);
+            ggml_tensor *k = ggml_reshape_3d(ctx, linear(t, l.k), hd, hp.n_head_kv, nq);
+            ggml_tensor *v = linear(t, l.v);  // [kvd, n]
             q = ggml_rope_ext(ctx, q, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             k = ggml_rope_ext(ctx, k, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             ggml_tensor *K = ggml_reshape_2d(ctx, k, kvd, nq);
@@ -702,15 +794,15 @@ struct Graph {
             ggml_tensor *V3 = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, hp.n_head_kv, N), 1, 2, 0, 3));  // [N, hd, kv]
             ggml_tensor *o = ggml_mul_mat(ctx, V3, kq);                                                  // [hd, n, h]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), (int64_t)hd * hp.n_head, nq);
-            o = ggml_mul_mat(ctx, l.o, o);
+            o = linear(o, l.o);
             h = ggml_add(ctx, h, ggml_mul(ctx, o, l.ls1));
             t = ggml_mul(ctx, ggml_rms_norm(ctx, h, hp.eps), l.ln2);
-            ggml_tensor *g = ggml_silu(ctx, ggml_mul_mat(ctx, l.gate, t));
-            ggml_tensor *f = ggml_mul_mat(ctx, l.down, ggml_mul(ctx, g, ggml_mul_mat(ctx, l.up, t)));
+            ggml_tensor *g = ggml_silu(ctx, linear(t, l.gate));
+            ggml_tensor *f = linear(ggml_mul(ctx, g, linear(t, l.up)), l.down);
             h = ggml_add(ctx, h, ggml_mul(ctx, f, l.ls2));
         }
         h = ggml_mul(ctx, ggml_rms_norm(ctx, h, hp.eps), m.out_norm);
-        return ggml_add(ctx, ggml_mul_mat(ctx, m.out_proj_w, h), m.out_proj_b);
+        return linear(h, m.out_proj);
     }
 
     ggml_cgraph *build() {
@@ -748,11 +840,10 @@ struct Graph {
             x = tconv(snake(x, d.snake, in_type(d.conv)), d.conv);
             for (const ResUnit &r : d.res) {
                 ggml_tensor *t = conv(snake(x, r.act1, in_type(r.conv1)), r.conv1);
-                t = conv(snake(t, r.act2, in_type(r.conv2)), r.conv2);
-                x = ggml_add(ctx, t, x);
+                x = conv_add(snake(t, r.act2, in_type(r.conv2)), r.conv2, x);
             }
         }
-        x = conv(snake(x, m.post_snake, in_type(m.post_conv)), m.post_conv);
+        x = conv_to_one(snake(x, m.post_snake, GGML_TYPE_F32), m.post_conv);
         wav = ggml_clamp(ctx, x, -1.0f, 1.0f);
         ggml_set_output(wav);
         ggml_cgraph *gf = ggml_new_graph_custom(ctx, m.graph_size, false);

@@ -273,15 +273,6 @@ void load_model(Model &m, const char *path) {
 // ops
 // ---------------------------------------------------------------------------------------------
 
-// dst = F(src[0]), both contiguous F32, the elements split over the threads: ELU (alpha 1) and
-// GELU (the erf form; ggml's calls libm's erff per element)
-template <void (*F)(const float *, float *, int64_t)>
-void unary_op(ggml_tensor *dst, int ith, int nth, void *) {
-    int64_t i0, i1;
-    kz::thread_rows(ggml_nelements(dst), ith, nth, i0, i1);
-    F((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
-}
-
 struct Graph {
     const Model &m;
     ggml_context *ctx;
@@ -299,8 +290,8 @@ struct Graph {
         return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, n, 1, 1, args, c.b ? 3 : 2, kz::conv_gemm_op, GGML_N_TASKS_MAX,
                                             const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c))), "conv_gemm");
     }
-    ggml_tensor *elu(ggml_tensor *x) { return unary(x, unary_op<kz::elu>, "elu"); }
-    ggml_tensor *gelu(ggml_tensor *x) { return unary(x, unary_op<kz::gelu_erf>, "gelu"); }
+    ggml_tensor *elu(ggml_tensor *x) { return unary(x, kz::unary_op<kz::elu>, "elu"); }
+    ggml_tensor *gelu(ggml_tensor *x) { return unary(x, kz::unary_op<kz::gelu_erf>, "gelu"); }
     ggml_tensor *unary(ggml_tensor *x, ggml_custom_op_t op, const char *name) {
         ggml_tensor *args[1] = {x};
         return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, op, GGML_N_TASKS_MAX, nullptr), name);

@@ -13,6 +13,7 @@ namespace {
 typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
 constexpr int kGemmCols = 6;                   // output columns a kernel call keeps in registers
 constexpr int kGemmDepth = 256;                // input channels of one tap done (and F16 widened, reused over T) at once
+                                               // (half as many by a kernel of 4 blocks: its widened weights stay in L1)
 constexpr int64_t kGemmSpan = 42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
 alignas(64) const float kZeros[kGemmDepth] = {};
 
@@ -74,12 +75,12 @@ inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_
 struct Taps {
     const ConvShape &c;
     const ggml_tensor *x, *prev;
-    int64_t K, steps, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
+    int64_t K, steps, depth, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
     bool flat;
     std::vector<float> edge;
 
-    Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T)
-        : c(c_), x(x_), prev(prev_), K((int64_t)c_.cin * c_.k), steps(x_->ne[1]),
+    Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T, int64_t depth_)
+        : c(c_), x(x_), prev(prev_), K((int64_t)c_.cin * c_.k), steps(x_->ne[1]), depth(depth_),
           flat(c_.k > 1 && c_.dil == 1 && x_->nb[1] == (size_t)c_.cin * sizeof(float)) {
         if (!flat) return;
         left = std::min<int64_t>(T, (c.pad_left + c.stride - 1) / c.stride);
@@ -97,15 +98,15 @@ struct Taps {
         }
     }
     // the pieces of the depth: count, then piece p's first row and length
-    int64_t pieces() const { return flat ? (K + kGemmDepth - 1) / kGemmDepth : c.k * ((c.cin + kGemmDepth - 1) / kGemmDepth); }
-    void piece(int64_t p, int64_t &i0, int64_t &depth) const {
+    int64_t pieces() const { return flat ? (K + depth - 1) / depth : c.k * ((c.cin + depth - 1) / depth); }
+    void piece(int64_t p, int64_t &i0, int64_t &n) const {
         if (flat) {
-            i0 = p * kGemmDepth;
-            depth = std::min<int64_t>(kGemmDepth, K - i0);
+            i0 = p * depth;
+            n = std::min<int64_t>(depth, K - i0);
         } else {
-            const int64_t per = (c.cin + kGemmDepth - 1) / kGemmDepth, c0 = p % per * kGemmDepth;
+            const int64_t per = (c.cin + depth - 1) / depth, c0 = p % per * depth;
             i0 = p / per * c.cin + c0;
-            depth = std::min<int64_t>(kGemmDepth, c.cin - c0);
+            n = std::min<int64_t>(depth, c.cin - c0);
         }
     }
     // rows i0..i0+depth of output step t's column
@@ -117,20 +118,22 @@ struct Taps {
     }
 };
 
-// RB blocks of rows at a time where the registers allow (the rest one by one)
+// RB blocks of rows at a time where the registers allow (the rest two or one at a time)
 template <int RB>
 inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const ConvShape &c = *static_cast<const ConvShape *>(userdata);
     const ggml_tensor *x = dst->src[0], *w = dst->src[1];
     const float *bias = dst->src[2] ? (const float *)dst->src[2]->data : nullptr;
+    const ggml_tensor *res = dst->src[4];
     const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, ds = dst->nb[1] / sizeof(float);
     const int64_t blocks = w->ne[1], full = c.cout / kPackRows;  // blocks, and those without padded rows
     int64_t b0, b1;
     thread_rows(blocks, ith, nth, b0, b1);
     if (b0 >= b1) return;
-    const Taps taps(c, x, dst->src[3], T);
+    constexpr int64_t kDepth = RB > 2 ? kGemmDepth / 2 : kGemmDepth;
+    const Taps taps(c, x, dst->src[3], T, kDepth);
     // F16 weights: RB blocks widened to F32 (kept in L1 over all columns); a partial block's columns, its bias
-    alignas(64) float wf[RB * kGemmDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
+    alignas(64) float wf[RB * kDepth * kPackRows], spill[kGemmCols * kPackRows], bias_pad[kPackRows];
     const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
     const float *w32 = (const float *)w->data;
     float *const dd = (float *)dst->data;
@@ -141,7 +144,8 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
             taps.piece(p, i0, depth);
             const bool first = i0 == 0;
             for (int64_t b = b0; b < b1;) {
-                const int rb = b + RB <= std::min(b1, full) ? RB : 1;
+                const int64_t end = std::min(b1, full);
+                const int rb = b + RB <= end ? RB : b + 2 <= end ? std::min(RB, 2) : 1;
                 const bool partial = b >= full;
                 const float *wp = w32 + (b * K + i0) * kPackRows;
                 int64_t wstride = K * kPackRows;
@@ -172,11 +176,20 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
                         }
                     }
                     if (rb == RB) gemm_cols<RB>(nc, wp, wstride, cols, depth, out, first, bv);
+                    else if (rb == 2) gemm_cols<2>(nc, wp, wstride, cols, depth, out, first, bv);
                     else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
                     if (partial)
                         for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
                 }
                 b += rb;
+            }
+        }
+        if (res) {  // dst + res, as an add after the conv would give
+            const int64_t r1 = std::min<int64_t>(b1 * kPackRows, c.cout);
+            for (int64_t t = s0; t < s1; t++) {
+                float *o = dd + t * ds;
+                const float *a = (const float *)((const char *)res->data + t * res->nb[1]);
+                for (int64_t r = b0 * kPackRows; r < r1; r++) o[r] += a[r];
             }
         }
     }
@@ -187,7 +200,7 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
 // conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
 // features, so the choice is made here)
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<2>(d, i, n, u); }
+__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<4>(d, i, n, u); }
 __attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
 void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {
     static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512

@@ -21,7 +21,8 @@ constexpr int kPackRows = 16;
 // [cin, pad_left]: the pad_left steps before x), zeros, or x's nearest edge step. A linear is
 // the 1-tap conv. The weight (src[1]) is [kPackRows * cin*k, ceil(cout / kPackRows)]: block b
 // holds output channels b*kPackRows.. interleaved, value (channel, row i = j*cin + c) at
-// i*kPackRows + channel % kPackRows, zero-padded (pack_rows); the bias (src[2]) is [cout] or none.
+// i*kPackRows + channel % kPackRows, zero-padded (pack_rows); the bias (src[2]) is [cout] or none;
+// a residual (src[4], F32 [cout, T], or none) is added to the finished outputs (dst + residual).
 struct ConvShape {
     enum Edge { kContext, kZeros, kReplicate };
     int cin = 0, cout = 0, k = 1, dil = 1, stride = 1;
@@ -48,6 +49,15 @@ inline void thread_rows(int64_t nrows, int ith, int nth, int64_t &r0, int64_t &r
     const int64_t per = (nrows + nth - 1) / nth;
     r0 = std::min<int64_t>(nrows, per * ith);
     r1 = std::min<int64_t>(nrows, r0 + per);
+}
+
+// dst = F(src[0]), both contiguous F32, the elements split over the threads: a ggml custom op
+// for the vector_kernels.h activations (ELU, GELU: ggml's call libm per element)
+template <void (*F)(const float *, float *, int64_t)>
+void unary_op(ggml_tensor *dst, int ith, int nth, void *) {
+    int64_t i0, i1;
+    thread_rows(ggml_nelements(dst), ith, nth, i0, i1);
+    F((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
 }
 
 // The ggml custom op (userdata: the const ConvShape); dst is F32 [cout, T], T output steps.
