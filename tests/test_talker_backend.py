@@ -42,9 +42,10 @@ def _columns_kernel_or_skip():
 
 
 # the talker's shapes with a 48-row prompt; rows past the 8-row groups (70, 5, 9), every tile width
-# (n mod 4: 1, 2, 3), one block (32), one-row remainders only (5 rows), more columns than a batch
+# (n mod 6: 0 to 5), one block (32), one-row remainders only (5 rows), more columns than a batch
 @pytest.mark.parametrize("rows,cols,n", [(2048, 1024, 48), (1024, 3072, 48), (3072, 1024, 48), (70, 1024, 7),
-                                         (9, 64, 13), (5, 96, 3), (16, 32, 2), (24, 256, 66)])
+                                         (9, 64, 13), (5, 96, 3), (16, 32, 2), (40, 128, 10), (8, 64, 11),
+                                         (24, 256, 66)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_many_column_products_equal_ggml_gemm_bit_for_bit(rows, cols, n, threads):
     _columns_kernel_or_skip()

@@ -466,8 +466,8 @@ int setup() {
         status = "off (the kernel does not reproduce this ggml's Q8_0 product bit for bit)";
         return 0;
     }
-    // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 4 and 3 columns
-    columns_on = talker_gemm::available() && check_columns(70, 1024, 7, 1, 2, false) == 0.0;
+    // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
+    columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1, 2, false) == 0.0;
     static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
     device().reg = &reg;
     active_kernel = kernel;

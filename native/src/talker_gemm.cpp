@@ -2,7 +2,7 @@
 //
 // One 512-bit accumulator holds the 8 lanes of two rows (2r, 2r+1) for one column, interleaved:
 // float 2l is row 2r's lane l, float 2l+1 row 2r+1's. So the two rows' quants are interleaved by
-// dword once per block (one permute, shared by the tile's 4 columns), each column's quants are
+// dword once per block (one permute, shared by the tile's 6 columns), each column's quants are
 // stored with every dword twice, and the pair of block scales (fp32(w.d) * fp32(y.d) for both
 // rows, products taken once per tile) is one 64-bit broadcast load. The integer lane sums are taken
 // with VNNI on the weights offset by +128 (x ^ 0x80), 128 * (the column's lane sum) removed
@@ -35,7 +35,7 @@ namespace {
 
 constexpr int QK = 32;
 constexpr int ROWS = 8;        // rows of a tile (4 interleaved pairs)
-constexpr int COLS = 4;        // columns of a tile
+constexpr int COLS = 6;        // columns of a tile
 constexpr size_t PACKED = 128;  // bytes per (column, block): 64 quant bytes, 16 int32 offsets
 
 struct BlockQ8 {  // ggml's block_q8_0
@@ -128,7 +128,7 @@ KZ_AVX512_VNNI void tile(const uint8_t *w, size_t row_bytes, const Columns &c, i
 }
 
 using Tile = void (*)(const uint8_t *, size_t, const Columns &, int64_t, const float *, float *, float *, size_t);
-constexpr Tile TILES[COLS + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>};
+constexpr Tile TILES[COLS + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
 KZ_AVX512_VNNI void groups(const uint8_t *w, size_t row_bytes, int64_t g0, int64_t g1, const Columns &c, float *out,
                            size_t ldc) {

@@ -7,7 +7,7 @@
 // ggml's vec_dot_q8_0_q8_0's: the column quantized to Q8_0 by ggml's routine, per block 8 lanes of
 // exact integer sums of 4 byte products, acc[lane] = fma(fp32(w.d) * fp32(y.d), lane, acc[lane])
 // block after block, then ggml's 8-lane horizontal sum. The kernel repeats exactly that on tiles
-// of 8 rows x 4 columns.
+// of 8 rows x 6 columns.
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,7 @@
  * so weights load as usual and the CPU backend keeps reading them; it claims only MUL_MAT of a
  * 2-D Q8_0 weight by F32 columns: one column (a decoding step) and 2+ columns (the prefill, whose
  * ggml GEMM, llamafile's tinyBLAS, runs 256 bits wide: src/talker_gemm.h, which repeats its
- * arithmetic per (row, column) bit for bit on tiles of 8 rows x 4 columns, probed the same way;
+ * arithmetic per (row, column) bit for bit on tiles of 8 rows x 6 columns, probed the same way;
  * when its probe fails, the prefill stays on ggml's GEMM). Its one-column kernel reads four rows
  * at a time but repeats ggml's arithmetic exactly (the
  * column quantized by ggml's own Q8_0 routine, the same 8-lane integer block sums, the same
