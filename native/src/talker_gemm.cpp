@@ -194,8 +194,8 @@ void product_split(const uint8_t *w, size_t row_bytes, int64_t rows, const float
 #pragma omp barrier
 #endif
     const int64_t whole = available() ? rows / ROWS : 0;
-    const int64_t g0 = whole * ith / nth, g1 = whole * (ith + 1) / nth;
 #if defined(__x86_64__)
+    const int64_t g0 = whole * ith / nth, g1 = whole * (ith + 1) / nth;
     if (g1 > g0) groups(w, row_bytes, g0, g1, c, out, ldc);
 #endif
     if (ith == nth - 1) rows_scalar(w, row_bytes, whole * ROWS, rows, c, out, ldc);
