@@ -1,6 +1,7 @@
-"""libkazetts' Q8_0 matrix x vector backend for the talker (kazetts/talker_backend.h): its products
-equal ggml's mul_mat bit for bit, llama.cpp uses it for the decoding steps of a Q8_0 talker, the
-prefill's many-row products stay on ggml's GEMM, and KAZETTS_TALKER_BACKEND=0 keeps it out."""
+"""libkazetts' Q8_0 backend for the talker (kazetts/talker_backend.h): its one-column products (the
+decoding steps) and its many-column ones (the prefill, native/src/talker_gemm.h) equal ggml's mul_mat
+(its vec_dot and its GEMM) bit for bit, llama.cpp uses both for a Q8_0 talker, and
+KAZETTS_TALKER_BACKEND=0 keeps it out."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ LIB = native.bind({
     "kz_talker_backend_check": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int]),
     "kz_talker_backend_calls": (ctypes.c_int64, []),
     "kz_talker_backend_status": (ctypes.c_char_p, []),
+    "kz_talker_backend_check_columns": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64,
+                                                          ctypes.c_int, ctypes.c_int]),
 })
 
 
@@ -33,7 +36,35 @@ def test_products_equal_ggml_mul_mat_bit_for_bit(rows, cols, threads):
         assert LIB.kz_talker_backend_check(rows, cols, seed, threads) == 0.0
 
 
+def _columns_kernel_or_skip():
+    if LIB.kz_talker_backend_check_columns(8, 32, 2, 0, 1, 0) < 0:
+        pytest.skip("no many-column talker kernel on this CPU (x86-64 AVX-512 VNNI only): ggml's GEMM runs")
+
+
+# the talker's shapes with a 48-row prompt; rows past the 8-row groups (70, 5, 9), every tile width
+# (n mod 6: 0 to 5), one block (32), one-row remainders only (5 rows), more columns than a batch
+@pytest.mark.parametrize("rows,cols,n", [(2048, 1024, 48), (1024, 3072, 48), (3072, 1024, 48), (70, 1024, 7),
+                                         (9, 64, 13), (5, 96, 3), (16, 32, 2), (40, 128, 10), (8, 64, 11),
+                                         (24, 256, 66)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_many_column_products_equal_ggml_gemm_bit_for_bit(rows, cols, n, threads):
+    _columns_kernel_or_skip()
+    for seed in range(3):
+        assert LIB.kz_talker_backend_check_columns(rows, cols, n, seed, threads, 0) == 0.0
+
+
+@pytest.mark.parametrize("rows,cols,n", [(70, 1024, 7), (16, 64, 2)])
+def test_a_kernel_off_by_a_rounding_fails_the_check(rows, cols, n):
+    """The check sees a last-bit difference: the same arithmetic with unfused multiply-adds fails."""
+    _columns_kernel_or_skip()
+    assert LIB.kz_talker_backend_check_columns(rows, cols, n, 0, 1, 1) > 0
+
+
 def test_bad_arguments_are_refused():
+    assert LIB.kz_talker_backend_check_columns(8, 33, 2, 0, 1, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(8, 32, 1, 0, 1, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(0, 32, 2, 0, 1, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(8, 32, 2, 0, 0, 0) == -1
     assert LIB.kz_talker_backend_check(4, 33, 0, 1) == -1
     assert LIB.kz_talker_backend_check(0, 32, 0, 1) == -1
     assert LIB.kz_talker_backend_check(4, 32, 0, 0) == -1
@@ -59,9 +90,9 @@ def test_a_q8_0_talker_decodes_through_it_with_ggml_s_results(tiny_gguf, monkeyp
     assert LIB.kz_talker_backend_status().decode() == "avx512-vnni"
     step_calls = calls - prefill_calls
     assert step_calls > 0 and step_calls % 6 == 0, "every step's Q8_0 products run on the kernel"
-    # the talker asks for one output row: after the last layer's attention only that row goes on,
-    # so its feed-forward and the output head are one-row products; the rest stays on ggml's GEMM
-    assert 0 < prefill_calls <= 4 < step_calls // 6, "a 10-row prefill stays on ggml's GEMM"
+    # the prefill's products run on it too: 10 columns up to the last layer's attention, then the
+    # output row alone (its feed-forward and the head): as many products as a step
+    assert prefill_calls == step_calls // 6, "every Q8_0 product of a 10-row prefill runs on the kernel"
     monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "0")
     theirs, _, off_calls = _run(path, 6)
     assert "off" in LIB.kz_talker_backend_status().decode() and off_calls == 0

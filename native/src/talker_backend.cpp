@@ -1,4 +1,5 @@
-// The talker's Q8_0 matrix x vector products as a ggml ACCEL backend (see talker_backend.h).
+// The talker's Q8_0 matrix products as a ggml ACCEL backend (see talker_backend.h; the many-column
+// kernel, the prefill's, in talker_gemm.cpp).
 //
 // ggml's CPU product for one column (ggml_vec_dot_q8_0_q8_0, AVX2 path, per weight row):
 //   acc[8] = 0; for each block b: acc = fma(fp32(x[b].d) * fp32(y[b].d), lanes(x[b] . y[b]), acc)
@@ -14,6 +15,7 @@
 
 #include "common_internal.h"
 #include "q8_matvec.h"
+#include "talker_gemm.h"
 
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -23,6 +25,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -244,6 +247,7 @@ void rows_parallel(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_
 
 std::atomic<int64_t> calls{0};
 std::atomic<bool> enabled{false};
+bool columns_on = false;  // the many-column kernel passed its probe
 RowsKernel active_kernel = nullptr;
 std::string status = "not set up";
 std::mutex setup_mutex;
@@ -251,6 +255,7 @@ std::mutex setup_mutex;
 struct Backend {
     int threads = 1;
     Column column;
+    talker_gemm::Columns columns;  // the many-column products' (talker_gemm.h)
 };
 
 bool claims(const ggml_tensor *op) {
@@ -260,6 +265,27 @@ bool claims(const ggml_tensor *op) {
            ggml_is_contiguous(w) && x->ne[1] == 1 && x->ne[2] == 1 && x->ne[3] == 1 && x->nb[0] == sizeof(float) &&
            w->ne[0] % QK == 0;
 }
+
+// ---- the many-column products (the prefill): talker_gemm.h -----------------------------------------
+// MUL_MAT of a 2-D Q8_0 weight by 2+ F32 columns (rows of floats, any row stride), when that kernel
+// is there; the rest of claims()' conditions hold.
+bool claims_columns(const ggml_tensor *op) {
+    const ggml_tensor *w = op->src[0], *x = op->src[1];
+    return enabled.load(std::memory_order_relaxed) && columns_on && op->op == GGML_OP_MUL_MAT && w && x &&
+           w->type == GGML_TYPE_Q8_0 && x->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && w->ne[2] == 1 &&
+           w->ne[3] == 1 && ggml_is_contiguous(w) && x->ne[1] > 1 && x->ne[2] == 1 && x->ne[3] == 1 &&
+           x->nb[0] == sizeof(float) && x->nb[1] % sizeof(float) == 0 && op->nb[0] == sizeof(float) && w->ne[0] % QK == 0;
+}
+
+void columns_product(Backend *b, ggml_tensor *node) {
+    const ggml_tensor *w = node->src[0], *x = node->src[1];
+    talker_gemm::product((const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0], (const float *)x->data,
+                         x->nb[1] / sizeof(float), x->ne[1], (float *)node->data, node->nb[1] / sizeof(float), b->columns,
+                         b->threads);
+}
+// ------------------------------------------------------------------------------------------------
+
+bool supported(const ggml_tensor *op) { return claims(op) || claims_columns(op); }
 
 bool no_op(ggml_op op) {
     return op == GGML_OP_NONE || op == GGML_OP_RESHAPE || op == GGML_OP_VIEW || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
@@ -271,11 +297,16 @@ enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
     const int n = ggml_graph_n_nodes(graph);
     for (int i = 0; i < n; i++) {
         const ggml_tensor *node = ggml_graph_node(graph, i);
-        if (node->op == GGML_OP_MUL_MAT ? !claims(node) : !no_op(node->op)) return GGML_STATUS_FAILED;
+        if (node->op == GGML_OP_MUL_MAT ? !supported(node) : !no_op(node->op)) return GGML_STATUS_FAILED;
     }
     for (int i = 0; i < n; i++) {
         ggml_tensor *node = ggml_graph_node(graph, i);
         if (node->op != GGML_OP_MUL_MAT) continue;
+        if (claims_columns(node)) {
+            columns_product(b, node);
+            calls.fetch_add(1, std::memory_order_relaxed);
+            continue;
+        }
         const ggml_tensor *w = node->src[0];
         quantize((const float *)node->src[1]->data, w->ne[0], b->column);
         const Column &c = b->column;
@@ -310,7 +341,7 @@ ggml_backend_t init_backend(ggml_backend_dev_t dev, const char *) {
 }
 
 const char *dev_name(ggml_backend_dev_t) { return "KZQ8"; }
-const char *dev_description(ggml_backend_dev_t) { return "kazetts Q8_0 matrix x vector"; }
+const char *dev_description(ggml_backend_dev_t) { return "kazetts Q8_0 matrix products"; }
 void dev_memory(ggml_backend_dev_t, size_t *free, size_t *total) { *free = *total = 0; }
 enum ggml_backend_dev_type dev_type(ggml_backend_dev_t) { return GGML_BACKEND_DEVICE_TYPE_ACCEL; }
 void dev_props(ggml_backend_dev_t dev, ggml_backend_dev_props *p) {
@@ -319,7 +350,7 @@ void dev_props(ggml_backend_dev_t dev, ggml_backend_dev_props *p) {
     p->type = GGML_BACKEND_DEVICE_TYPE_ACCEL;
 }
 ggml_backend_buffer_type_t dev_buffer_type(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
-bool dev_supports_op(ggml_backend_dev_t, const ggml_tensor *op) { return claims(op); }
+bool dev_supports_op(ggml_backend_dev_t, const ggml_tensor *op) { return supported(op); }
 bool dev_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) { return ggml_backend_buft_is_host(buft); }
 
 
@@ -347,20 +378,25 @@ void *reg_proc_address(ggml_backend_reg_t, const char *name) {
     return std::strcmp(name, "ggml_backend_set_n_threads") == 0 ? (void *)set_n_threads : nullptr;
 }
 
-// The ggml product and the kernel's on the same random operands: largest difference.
-double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int threads) {
+// Our product of a random Q8_0 matrix (rows x cols) by n random F32 columns: fills out[j * rows + r].
+using Ours = std::function<void(const uint8_t *w, size_t row_bytes, const float *x, float *out)>;
+
+// ggml's product (its CPU mul_mat) and ours on the same random operands: largest difference.
+double compare(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, const Ours &ours) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> wf((size_t)(rows * cols)), x((size_t)cols);
+    std::vector<float> wf((size_t)(rows * cols)), x((size_t)(cols * n));
     for (float &v : wf) v = normal(rng);
     for (float &v : x) v = normal(rng) * 3.0f;
     const size_t row_bytes = ggml_row_size(GGML_TYPE_Q8_0, cols);
-    ggml_init_params ip = {rows * row_bytes + (cols + rows) * sizeof(float) + 4 * ggml_tensor_overhead() + ggml_graph_overhead() + 4096,
+    // the operands, the result and ggml's work buffer (the columns quantized, per-thread scratch)
+    ggml_init_params ip = {rows * row_bytes + (cols + rows) * n * sizeof(float) + n * row_bytes + 4 * ggml_tensor_overhead() +
+                               ggml_graph_overhead() + 4096 * (threads + 1),
                            nullptr, false};
     ggml_context *ctx = ggml_init(ip);
     if (!ctx) return -1;
     ggml_tensor *w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, cols, rows);
-    ggml_tensor *xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, 1);
+    ggml_tensor *xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, n);
     ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), w->data, 0, rows, cols, nullptr);
     std::memcpy(xt->data, x.data(), x.size() * sizeof(float));
     ggml_tensor *y = ggml_mul_mat(ctx, w, xt);
@@ -368,15 +404,33 @@ double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int t
     ggml_build_forward_expand(gf, y);
     double worst = -1;
     if (ggml_graph_compute_with_ctx(ctx, gf, threads) == GGML_STATUS_SUCCESS) {
-        Column c;
-        quantize(x.data(), cols, c);
-        std::vector<float> out((size_t)rows);
-        rows_parallel(kernel, (const uint8_t *)w->data, row_bytes, rows, cols / QK, c, out.data(), threads);
+        std::vector<float> out((size_t)(rows * n));
+        ours((const uint8_t *)w->data, row_bytes, x.data(), out.data());
         worst = 0;
-        for (int64_t r = 0; r < rows; r++) worst = std::max(worst, (double)std::fabs(out[r] - ((float *)y->data)[r]));
+        for (int64_t i = 0; i < rows * n; i++) worst = std::max(worst, (double)std::fabs(out[i] - ((float *)y->data)[i]));
     }
     ggml_free(ctx);
     return worst;
+}
+
+// The one-column kernel against ggml.
+double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int threads) {
+    return compare(rows, cols, 1, seed, threads, [&](const uint8_t *w, size_t row_bytes, const float *x, float *out) {
+        Column c;
+        quantize(x, cols, c);
+        rows_parallel(kernel, w, row_bytes, rows, cols / QK, c, out, threads);
+    });
+}
+
+// The many-column kernel (unfused: the tests' mutant) against ggml.
+double check_columns(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, bool unfused) {
+    return compare(rows, cols, n, seed, threads, [&](const uint8_t *w, size_t row_bytes, const float *x, float *out) {
+        talker_gemm::Columns c;
+        if (unfused)
+            talker_gemm::product_unfused(w, row_bytes, rows, cols, x, cols, n, out, rows, c);
+        else
+            talker_gemm::product(w, row_bytes, rows, cols, x, cols, n, out, rows, c, threads);
+    });
 }
 
 bool wanted() {
@@ -412,12 +466,14 @@ int setup() {
         status = "off (the kernel does not reproduce this ggml's Q8_0 product bit for bit)";
         return 0;
     }
+    // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
+    columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1, 2, false) == 0.0;
     static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
     device().reg = &reg;
     active_kernel = kernel;
     enabled = true;
     ggml_backend_register(&reg);
-    status = q8::isa_name(isa);
+    status = std::string(q8::isa_name(isa)) + (columns_on ? "" : " (one column only)");
     return 1;
 }
 
@@ -443,6 +499,18 @@ KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed,
     if (!kernel || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 || rows > (1 << 16) || cols > (1 << 16)) return -1;
     try {
         return check(kernel, rows, cols, seed, threads);
+    } catch (...) {
+        return -1;
+    }
+}
+
+KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, int unfused) {
+    using namespace kz::talker_backend;
+    if (!kz::talker_gemm::available() || rows < 1 || cols < 1 || cols % QK != 0 || n < 2 || threads < 1 || rows > (1 << 16) ||
+        cols > (1 << 16) || n > 512)
+        return -1;
+    try {
+        return check_columns(rows, cols, n, seed, threads, unfused != 0);
     } catch (...) {
         return -1;
     }

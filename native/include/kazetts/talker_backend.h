@@ -1,13 +1,16 @@
-/* kazetts talker kernel: the talker's Q8_0 matrix x vector products on libkazetts' own kernel,
- * handed to llama.cpp as a small ggml backend.
+/* kazetts talker kernel: the talker's Q8_0 matrix products on libkazetts' own kernels, handed to
+ * llama.cpp as a small ggml backend.
  *
  * Why: the talker runs through llama.cpp, whose x86 Q8_0 matrix x vector product walks one
  * weight row at a time on a single accumulator chain, well below what the memory bus allows.
  * This backend is a ggml device of type ACCEL (as ggml's BLAS backend): llama.cpp adds every
  * ACCEL device to each context it creates, ahead of the CPU. Its buffer type is the CPU's own,
  * so weights load as usual and the CPU backend keeps reading them; it claims only MUL_MAT of a
- * 2-D Q8_0 weight by one F32 column (a decoding step), so batches of 2+ rows (the prefill) stay
- * on ggml's GEMM. Its kernel reads four rows at a time but repeats ggml's arithmetic exactly (the
+ * 2-D Q8_0 weight by F32 columns: one column (a decoding step) and 2+ columns (the prefill, whose
+ * ggml GEMM, llamafile's tinyBLAS, runs 256 bits wide: src/talker_gemm.h, which repeats its
+ * arithmetic per (row, column) bit for bit on tiles of 8 rows x 6 columns, probed the same way;
+ * when its probe fails, the prefill stays on ggml's GEMM). Its one-column kernel reads four rows
+ * at a time but repeats ggml's arithmetic exactly (the
  * column quantized by ggml's own Q8_0 routine, the same 8-lane integer block sums, the same
  * fused multiply-adds in the same order, the same final horizontal sum): its outputs equal
  * ggml's bit for bit, which a probe checks once before the device is registered.
@@ -45,6 +48,12 @@ KZ_API int64_t kz_talker_backend_calls(void);
  * cols a multiple of 32) by a random F32 column, on `threads` threads (0 when they agree bit
  * for bit); -1 when there is no kernel on this CPU or the arguments are bad. */
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads);
+
+/* The same for the kernel of the many-column products (the prefill, src/talker_gemm.h): a random
+ * Q8_0 matrix by n >= 2 random F32 columns, against ggml's mul_mat of n columns (its GEMM);
+ * unfused != 0 runs the tests' mutant instead, the same arithmetic with each fused multiply-add
+ * split in two, which must not agree. -1 when there is no such kernel or the arguments are bad. */
+KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, int unfused);
 
 #ifdef __cplusplus
 }
