@@ -84,6 +84,9 @@ def python_engine(a, budget: Budget, options: dict):
     init_context = llama_cpp.llama_init_from_model
 
     def context(*args):
+        # the first context follows the weights' load; a later one (a longer request's) is part
+        # of the request, not a load step: only the first call is marked
+        llama_cpp.llama_init_from_model = init_context
         budget.mark("talker weights (llama.cpp model)")
         return init_context(*args)
 
