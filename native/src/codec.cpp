@@ -62,6 +62,9 @@ int64_t kv_base(int64_t pos, int window) {
     return b <= 0 ? 0 : b / kKvAlign * kKvAlign;
 }
 
+// the most K/V positions the stream state keeps (kv_base's alignment adds up to kKvAlign - 1)
+int max_kept(int window) { return window - 1 + kKvAlign - 1; }
+
 using kz::kPackRows;
 
 // causal conv, stride 1 (pad_left = (k-1)*dil of left context): w [cin*k, cout] (tap-major rows), b [cout]
@@ -591,7 +594,7 @@ struct Graph {
     ggml_context *ctx;
     const State &st;
     int n;  // frames in this chunk
-    State next;  // sized on build, filled after compute
+    int next_n_kv = 0;  // K/V positions the state keeps after this chunk
     std::vector<std::pair<ggml_tensor *, const std::vector<float> *>> state_in;
     struct Out { ggml_tensor *t; int kind; size_t index; };  // kind 0 slot, 1 k, 2 v
     std::vector<Out> state_out;
@@ -618,7 +621,6 @@ struct Graph {
             zeros.emplace_back(want, 0.0f);
             state_in.push_back({x, &zeros.back()});
         }
-        if (next.slots.size() <= slot) next.slots.resize(slot + 1);
         return x;
     }
     // the new state of the current slot (kept in F32)
@@ -752,9 +754,7 @@ struct Graph {
         const int N = (P + nq + kKvAlign - 1) / kKvAlign * kKvAlign;
         const int hd = hp.head_dim, kvd = hp.head_dim * hp.n_head_kv;
         const int keep = (int)(st.pos + n - kv_base(st.pos + n, hp.window));
-        next.k.resize(hp.n_layer);
-        next.v.resize(hp.n_layer);
-        next.n_kv = keep;
+        next_n_kv = keep;
         pos = input(GGML_TYPE_I32, nq);
         mask = input(GGML_TYPE_F32, N, nq);
         ggml_tensor *h = linear(x, m.in_proj);
@@ -890,7 +890,7 @@ struct kz_codec {
         if (!ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
         std::unique_ptr<ggml_context, void (*)(ggml_context *)> guard(ctx, ggml_free);
         State worst;
-        worst.n_kv = model.hp.window - 1 + kKvAlign - 1;
+        worst.n_kv = max_kept(model.hp.window);
         worst.k.resize(model.hp.n_layer);
         worst.v.resize(model.hp.n_layer);
         Graph g(model, ctx, worst, max_chunk);
@@ -943,13 +943,32 @@ struct kz_codec {
         get(g.pre_conv, o.pre_conv);
         get(g.transformer, o.transformer);
         get(g.upsample, o.upsample);
-        for (auto &so : g.state_out) {
-            std::vector<float> &dst = so.kind == 0 ? g.next.slots[so.index] : so.kind == 1 ? g.next.k[so.index] : g.next.v[so.index];
-            dst.resize(ggml_nelements(so.t));
-            ggml_backend_tensor_get(so.t, dst.data(), 0, ggml_nbytes(so.t));
+        commit(st, g);
+    }
+
+    // The chunk's new state overwrites st in place: the graph holds copies of its inputs by now.
+    // Each vector keeps its capacity (K/V reserved for the fullest window at first use), so a
+    // push allocates nothing once the stream has started. Should an allocation fail, the stream
+    // is reset rather than left half old, half new.
+    void commit(State &st, const Graph &g) {
+        const Hparams &hp = model.hp;
+        try {
+            st.slots.resize(g.slot);
+            st.k.resize(hp.n_layer);
+            st.v.resize(hp.n_layer);
+            const size_t kv_max = (size_t)hp.head_dim * hp.n_head_kv * max_kept(hp.window);
+            for (auto &so : g.state_out) {
+                std::vector<float> &dst = so.kind == 0 ? st.slots[so.index] : so.kind == 1 ? st.k[so.index] : st.v[so.index];
+                if (so.kind != 0) dst.reserve(kv_max);
+                dst.resize(ggml_nelements(so.t));
+                ggml_backend_tensor_get(so.t, dst.data(), 0, ggml_nbytes(so.t));
+            }
+        } catch (const std::bad_alloc &) {
+            st = State();
+            throw Error(KZ_ERR_NO_MEMORY, "out of memory saving the codec's stream state (the stream was reset)");
         }
-        g.next.pos = st.pos + n;
-        st = std::move(g.next);
+        st.n_kv = g.next_n_kv;
+        st.pos += g.n;
     }
 
     void check_codes(const int32_t *codes, int n, int n_cb, const float *out, size_t capacity) const {
@@ -1083,13 +1102,14 @@ int kz_codec_stream_push(kz_codec *c, const int32_t *codes, int n_frames, int n_
     if (written) *written = 0;
     return guarded(c, [&] {
         c->check_codes(codes, n_frames, n_codebooks, out, capacity);
-        State st = c->stream;  // committed only on success
-        c->run(st, codes, n_frames, {out, nullptr, nullptr, nullptr, nullptr});
-        c->stream = std::move(st);
-        // the state's vectors grow with the KV window at every push, so the previous push's
-        // (freed) never fit the next one's: without a trim the heap keeps them all resident
-        // (~0.6 MB a push, ~9 MB over 64 frames)
-        kz::release_free_heap();
+        const kz_codec::Outputs o = {out, nullptr, nullptr, nullptr, nullptr};
+        if (n_frames <= c->max_chunk) {
+            c->run(c->stream, codes, n_frames, o);  // one chunk: commits only once it has succeeded
+        } else {  // several: on a copy, so that a failure in a later chunk leaves the stream as it was
+            State st = c->stream;
+            c->run(st, codes, n_frames, o);
+            c->stream = std::move(st);
+        }
         if (written) *written = (size_t)n_frames * c->model.hp.samples_per_frame;
     });
 }
