@@ -14,6 +14,7 @@
 #include "q8_matvec.h"
 
 #include "common_internal.h"
+#include "q8_common.h"
 
 #include "ggml.h"
 #include "ggml-cpu.h"
@@ -23,9 +24,6 @@
 #include <vector>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-#define KZ_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
-#define KZ_AVX2 __attribute__((target("avx2,fma,f16c")))
 // GCC 12 flags the intrinsics' own _mm512_undefined_* placeholders when they are inlined
 // into a target-attribute function (a known false positive of the headers)
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -36,16 +34,9 @@ namespace kz::q8 {
 
 namespace {
 
-constexpr int64_t QK = 32;                                          // values per Q8_0 block
 constexpr int64_t ROWS = 4;                                         // rows per packed group
 constexpr int64_t BLOCK_GROUP = 16;                                 // block scales per 512-bit vector
 constexpr int64_t GROUP_BYTES_PER_BLOCK = ROWS * (2 + QK);          // fp16 scale + quants, 4 rows
-
-struct BlockQ8 {  // ggml's block_q8_0
-    ggml_fp16_t d;
-    int8_t qs[QK];
-};
-static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
 
 int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
 
@@ -56,6 +47,7 @@ struct Fused {
 };
 
 // The node's userdata holds its Fused by value: the kernel in the low 32 bits, eps's bits in the high.
+static_assert(sizeof(void *) >= 8, "a Fused is passed in a pointer's 64 bits");
 void *op_data(Fused f) {
     uint32_t eps_bits;
     std::memcpy(&eps_bits, &f.eps, sizeof eps_bits);
@@ -109,14 +101,14 @@ void pack_columns(const ggml_tensor *x, const ggml_tensor *norm_w, Fused f, std:
             dy[b] = ggml_fp16_to_fp32(blk.d);
             for (int lane = 0; offsets && lane < QK / 4; lane++) {
                 const int8_t *q = blk.qs + 4 * lane;
-                offset[b * (QK / 4) + lane] = -128 * (q[0] + q[1] + q[2] + q[3]);
+                offset[b * (QK / 4) + lane] = lane_offset(q);
             }
         }
     }
 }
 
 // out[r] = row r of the group . the packed column, r = 0..3: a pair of blocks per VNNI product
-KZ_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+KZ_Q8_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
     const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
     const uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
     const uint8_t *y = col;
@@ -149,7 +141,7 @@ KZ_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, cons
 
 // The same on AVX2: one block per product, the quants' sign moved onto y so that the unsigned x
 // signed byte product cannot saturate (as ggml's AVX2 kernel does); the offset is not needed.
-KZ_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+KZ_Q8_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
     const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
     const uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
     const uint8_t *y = col;
@@ -177,11 +169,7 @@ KZ_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *col
             }
         }
     }
-    for (int r = 0; r < ROWS; r++) {
-        __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
-        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        out[r] = _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-    }
+    for (int r = 0; r < ROWS; r++) out[r] = hsum8(acc[r]);
 }
 #endif
 
@@ -221,8 +209,10 @@ bool supports(Isa isa) {
 #if defined(__x86_64__)
     switch (isa) {
         case Isa::avx512_vnni:
-            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-        case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") &&
+                   supports(Isa::avx2);  // KZ_Q8_AVX512_VNNI's target (q8_common.h)
+        case Isa::avx2:  // KZ_Q8_AVX2's
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
         default: return false;
     }
 #else

@@ -1,4 +1,4 @@
-// Q8_0 matrix x few-columns product for x86-64 CPUs (AVX-512 VNNI, or AVX2), as ggml graph nodes.
+// Q8_0 matrix x few-columns product for x86-64 CPUs (AVX-512 VNNI, or AVX2), one ggml graph node a product.
 //
 // Why: the code predictor multiplies ~80 MB of Q8_0 weights by one column 15 times per frame.
 // ggml 0.3.36 has no x86 repacking for Q8_0 and its dot kernel walks one row at a time with a
@@ -8,8 +8,9 @@
 // VNNI instruction (unsigned x signed bytes) multiplies a pair of blocks; the offset's
 // contribution is removed exactly in the integer accumulator (the AVX2 kernel, without VNNI,
 // multiplies one block at a time with ggml's sign trick instead). The activation column is
-// quantized by ggml's own Q8_0 routine, so the integer block sums equal ggml's and only the
-// float summation order differs from ggml's mul_mat.
+// quantized by ggml's own Q8_0 routine, so the integer block sums equal ggml's; the AVX-512
+// kernel sums the floats in another order than ggml's mul_mat, the AVX2 kernel in ggml's (its
+// results are ggml's bit for bit).
 #pragma once
 
 #include <cstddef>

@@ -14,6 +14,7 @@
 #include "kazetts/talker_backend.h"
 
 #include "common_internal.h"
+#include "q8_common.h"
 #include "q8_matvec.h"
 #include "talker_gemm.h"
 
@@ -36,9 +37,6 @@
 #endif
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-#define KZ_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
-#define KZ_AVX2 __attribute__((target("avx2,fma,f16c")))
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
@@ -104,14 +102,10 @@ namespace {
 
 constexpr const char *MIRRORED_GGML = "0.25.3";
 constexpr int BACKEND_API_VERSION = 2;
-constexpr int QK = 32;
+using q8::BlockQ8;
+using q8::QK;
 constexpr int PREFETCH = 4096;  // bytes ahead of each row's reads
 
-struct BlockQ8 {  // ggml's block_q8_0
-    ggml_fp16_t d;
-    int8_t qs[QK];
-};
-static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
 
 // The column, quantized as ggml's mul_mat quantizes it, with what the kernels need per block.
 struct Column {
@@ -123,17 +117,11 @@ struct Column {
 using RowsKernel = void (*)(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows);
 
 #if defined(__x86_64__) && defined(_OPENMP)
-// ggml's hsum_float_8
-KZ_AVX2 inline float hsum8(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
+using q8::hsum8;
 
 // One row at a time (rows the 4-row kernel leaves, or rows not of whole 16-block groups), with
 // ggml's own AVX2 sign trick.
-KZ_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows) {
+KZ_Q8_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < rows; r++) {
         const BlockQ8 *x = (const BlockQ8 *)(w + r * row_bytes);
@@ -152,7 +140,7 @@ KZ_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, con
 // Rows (2i, 2i+1) share a 512-bit accumulator: lanes 0-7 the first, 8-15 the second. The block
 // scales of 16 blocks of a row are gathered and converted at once (fp32(x.d) * fp32(y.d) as
 // ggml multiplies them), then moved under each block's lanes by one permute.
-KZ_AVX512_VNNI void rows_avx512_vnni(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
+KZ_Q8_AVX512_VNNI void rows_avx512_vnni(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
                                      int64_t rows) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -218,7 +206,7 @@ void quantize(const float *x, int64_t cols, Column &c) {
     for (int64_t b = 0; b < blocks; b++) {
         c.dy[b] = ggml_fp16_to_fp32(c.y[b].d);
         const int8_t *q = c.y[b].qs;
-        for (int lane = 0; lane < 8; lane++) c.off[8 * b + lane] = -128 * (q[4 * lane] + q[4 * lane + 1] + q[4 * lane + 2] + q[4 * lane + 3]);
+        for (int lane = 0; lane < 8; lane++) c.off[8 * b + lane] = q8::lane_offset(q + 4 * lane);
     }
 }
 
@@ -258,9 +246,12 @@ struct Backend {
     talker_gemm::Columns columns;  // the many-column products' (talker_gemm.h)
 };
 
-bool claims(const ggml_tensor *op) {
+// Shapes the one-column kernel takes. Whether the backend is on is asked only when the
+// scheduler assigns nodes (supported()): a split it was already given runs by shape alone, so
+// setup() switching the backend off between the two cannot send a node to the wrong kernel.
+bool one_column(const ggml_tensor *op) {
     const ggml_tensor *w = op->src[0], *x = op->src[1];
-    return enabled.load(std::memory_order_relaxed) && op->op == GGML_OP_MUL_MAT && w && x && w->type == GGML_TYPE_Q8_0 &&
+    return op->op == GGML_OP_MUL_MAT && w && x && w->type == GGML_TYPE_Q8_0 &&
            x->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && w->ne[2] == 1 && w->ne[3] == 1 &&
            ggml_is_contiguous(w) && x->ne[1] == 1 && x->ne[2] == 1 && x->ne[3] == 1 && x->nb[0] == sizeof(float) &&
            w->ne[0] % QK == 0;
@@ -268,10 +259,10 @@ bool claims(const ggml_tensor *op) {
 
 // ---- the many-column products (the prefill): talker_gemm.h -----------------------------------------
 // MUL_MAT of a 2-D Q8_0 weight by 2+ F32 columns (rows of floats, any row stride), when that kernel
-// is there; the rest of claims()' conditions hold.
-bool claims_columns(const ggml_tensor *op) {
+// is there; the rest of one_column()'s conditions hold.
+bool many_columns(const ggml_tensor *op) {
     const ggml_tensor *w = op->src[0], *x = op->src[1];
-    return enabled.load(std::memory_order_relaxed) && columns_on && op->op == GGML_OP_MUL_MAT && w && x &&
+    return columns_on && op->op == GGML_OP_MUL_MAT && w && x &&
            w->type == GGML_TYPE_Q8_0 && x->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && w->ne[2] == 1 &&
            w->ne[3] == 1 && ggml_is_contiguous(w) && x->ne[1] > 1 && x->ne[2] == 1 && x->ne[3] == 1 &&
            x->nb[0] == sizeof(float) && x->nb[1] % sizeof(float) == 0 && op->nb[0] == sizeof(float) && w->ne[0] % QK == 0;
@@ -285,7 +276,9 @@ void columns_product(Backend *b, ggml_tensor *node) {
 }
 // ------------------------------------------------------------------------------------------------
 
-bool supported(const ggml_tensor *op) { return claims(op) || claims_columns(op); }
+bool supported(const ggml_tensor *op) {
+    return enabled.load(std::memory_order_relaxed) && (one_column(op) || many_columns(op));
+}
 
 bool no_op(ggml_op op) {
     return op == GGML_OP_NONE || op == GGML_OP_RESHAPE || op == GGML_OP_VIEW || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
@@ -297,12 +290,12 @@ enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
     const int n = ggml_graph_n_nodes(graph);
     for (int i = 0; i < n; i++) {
         const ggml_tensor *node = ggml_graph_node(graph, i);
-        if (node->op == GGML_OP_MUL_MAT ? !supported(node) : !no_op(node->op)) return GGML_STATUS_FAILED;
+        if (node->op == GGML_OP_MUL_MAT ? !(one_column(node) || many_columns(node)) : !no_op(node->op)) return GGML_STATUS_FAILED;
     }
     for (int i = 0; i < n; i++) {
         ggml_tensor *node = ggml_graph_node(graph, i);
         if (node->op != GGML_OP_MUL_MAT) continue;
-        if (claims_columns(node)) {
+        if (many_columns(node)) {
             columns_product(b, node);
             calls.fetch_add(1, std::memory_order_relaxed);
             continue;
@@ -407,7 +400,10 @@ double compare(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads
         std::vector<float> out((size_t)(rows * n));
         ours((const uint8_t *)w->data, row_bytes, x.data(), out.data());
         worst = 0;
-        for (int64_t i = 0; i < rows * n; i++) worst = std::max(worst, (double)std::fabs(out[i] - ((float *)y->data)[i]));
+        for (int64_t i = 0; i < rows * n; i++) {  // a NaN on either side is the worst difference (std::max would drop it)
+            const double d = std::fabs((double)out[i] - ((float *)y->data)[i]);
+            worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+        }
     }
     ggml_free(ctx);
     return worst;

@@ -11,6 +11,7 @@
 // arithmetic in scalar code.
 #include "talker_gemm.h"
 
+#include "q8_common.h"
 #include "q8_matvec.h"
 
 #include "ggml.h"
@@ -24,32 +25,16 @@
 #include <omp.h>
 #endif
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define KZ_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,f16c,fma")))
-#endif
-
 namespace kz::talker_gemm {
 
 namespace {
 
-constexpr int QK = 32;
+using q8::BlockQ8;
+using q8::hsum8;
+using q8::QK;
 constexpr int ROWS = 8;        // rows of a tile (4 interleaved pairs)
 constexpr int COLS = 6;        // columns of a tile
 constexpr size_t PACKED = 128;  // bytes per (column, block): 64 quant bytes, 16 int32 offsets
-
-struct BlockQ8 {  // ggml's block_q8_0
-    ggml_fp16_t d;
-    int8_t qs[QK];
-};
-static_assert(sizeof(BlockQ8) == 34, "block_q8_0 layout");
-
-// ggml's hsum_float_8 of 8 lanes: ((l4 + l0) + (l6 + l2)) + ((l5 + l1) + (l7 + l3))
-inline float hsum8(const float *l, int step) {
-    const float r0 = l[4 * step] + l[0], r1 = l[5 * step] + l[1 * step], r2 = l[6 * step] + l[2 * step],
-                r3 = l[7 * step] + l[3 * step];
-    return (r0 + r2) + (r1 + r3);
-}
 
 // Rows [r0, r1) of all columns, one (row, column) at a time: the same arithmetic as the tiles
 // (Fused false: the tests' mutant).
@@ -81,7 +66,7 @@ void rows_scalar(const uint8_t *w, size_t row_bytes, int64_t r0, int64_t r1, con
 #if defined(__x86_64__)
 // Columns [j0, j0 + n) (n <= COLS) of the 8 rows at w; da[b * 8 + i] = fp32(row i's block b scale).
 template <int N>
-KZ_AVX512_VNNI void tile(const uint8_t *w, size_t row_bytes, const Columns &c, int64_t j0, const float *da, float *s,
+KZ_Q8_AVX512_VNNI void tile(const uint8_t *w, size_t row_bytes, const Columns &c, int64_t j0, const float *da, float *s,
                          float *out, size_t ldc) {
     const int64_t blocks = c.blocks;
     // s[(b * N + j) * 8 + i] = fp32(row i's d) * fp32(column j's d) for block b
@@ -130,7 +115,7 @@ KZ_AVX512_VNNI void tile(const uint8_t *w, size_t row_bytes, const Columns &c, i
 using Tile = void (*)(const uint8_t *, size_t, const Columns &, int64_t, const float *, float *, float *, size_t);
 constexpr Tile TILES[COLS + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
-KZ_AVX512_VNNI void groups(const uint8_t *w, size_t row_bytes, int64_t g0, int64_t g1, const Columns &c, float *out,
+KZ_Q8_AVX512_VNNI void groups(const uint8_t *w, size_t row_bytes, int64_t g0, int64_t g1, const Columns &c, float *out,
                            size_t ldc) {
     std::vector<float> da((size_t)(c.blocks * ROWS)), s((size_t)(c.blocks * COLS * ROWS));
     for (int64_t g = g0; g < g1; g++) {
@@ -177,7 +162,7 @@ void quantize(const float *y, size_t stride, int64_t j0, int64_t j1, Columns &c)
                 const int8_t *q = q8[b].qs + 4 * lane;
                 std::memcpy(pk + 8 * lane, q, 4);
                 std::memcpy(pk + 8 * lane + 4, q, 4);
-                off[2 * lane] = off[2 * lane + 1] = -128 * (q[0] + q[1] + q[2] + q[3]);
+                off[2 * lane] = off[2 * lane + 1] = q8::lane_offset(q);
             }
             std::memcpy(pk + 64, off, sizeof off);
             c.scale[j * c.blocks + b] = ggml_fp16_to_fp32(q8[b].d);

@@ -34,11 +34,13 @@
 extern "C" {
 #endif
 
-/* Call before creating the talker's llama.cpp context. Returns 1 when the kernel will run the
- * talker's Q8_0 matrix x vector products, 0 when ggml's own do (see kz_talker_backend_status). */
+/* Call before creating the talker's llama.cpp context. Returns 1 when the kernels will run the
+ * talker's Q8_0 matrix products, 0 when ggml's own do (see kz_talker_backend_status). */
 KZ_API int kz_talker_backend_setup(void);
 
-/* Why the last setup said what it said: "avx512-vnni", or the reason it is off. */
+/* Why the last setup said what it said: "avx512-vnni" (both kernels), "avx512-vnni (one column
+ * only)" (the many-column kernel failed its probe: the prefill stays on ggml's GEMM), or the
+ * reason it is off. */
 KZ_API const char *kz_talker_backend_status(void);
 
 /* Products the kernel has computed in this process (tests: it is used). */
