@@ -103,7 +103,7 @@ def test_stream_equals_full_f16(codec_gguf):
     for sizes in ([1], [4], [3, 1, 9]):
         diff = float(np.abs(_stream(dec, codes, sizes) - full).max())
         print(f"f16 chunks {sizes}: max abs diff {diff:.1e}")
-        assert diff <= 1e-5
+        assert diff <= GATES["same_model_max_abs"]
 
 
 def test_full_decode_independent_of_internal_chunk(codec_gguf):
@@ -141,11 +141,13 @@ def test_full_decode_beyond_300_frames_matches_reference_model(codec_gguf, tiny_
     assert diff <= 1e-4
 
 
-def test_threads_do_not_change_the_result(codec_gguf):
+@pytest.mark.parametrize("weights", ["f32", "f16"])
+def test_threads_do_not_change_the_result(codec_gguf, weights):
+    """The threads split the conv kernels' output blocks (F16 ones widened per thread)."""
     from kazetts.stages.codec import CodecDecoder
     codes = _random_codes(12, 3)
-    a = CodecDecoder(codec_gguf(), threads=1).decode(codes)
-    b = CodecDecoder(codec_gguf(), threads=2).decode(codes)
+    a = CodecDecoder(codec_gguf(), threads=1, weights=weights).decode(codes)
+    b = CodecDecoder(codec_gguf(), threads=2, weights=weights).decode(codes)
     assert np.abs(a - b).max() <= GATES["same_model_max_abs"]
 
 
