@@ -671,10 +671,7 @@ struct Graph {
                               const_cast<Conv *>(&c));
     }
 
-    ggml_tensor *gelu(ggml_tensor *x) {
-        ggml_tensor *args[1] = {x};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, kz::unary_op<kz::gelu_erf>, GGML_N_TASKS_MAX, nullptr);
-    }
+    ggml_tensor *gelu(ggml_tensor *x) { return kz::unary<kz::gelu_erf>(ctx, x); }
 
     // the previous Lc columns before x (a state), saving the next ones: the last Lc of [prev ; x]
     ggml_tensor *context(ggml_tensor *x, int64_t Lc) {
@@ -693,9 +690,7 @@ struct Graph {
     // the F16 path: conv_gemm_op on x (in F32) after its left context (none when Lc is 0), plus `res` if given
     ggml_tensor *packed_conv(ggml_tensor *x, const Conv &c, int64_t Lc, ggml_tensor *res = nullptr) {
         if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
-        ggml_tensor *args[5] = {x, c.w, c.b, Lc > 0 ? context(x, Lc) : nullptr, res};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, x->ne[1], 1, 1, args, 5, kz::conv_gemm_op, GGML_N_TASKS_MAX,
-                              const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c)));
+        return kz::conv_gemm(ctx, c, c.w, c.b, x, x->ne[1], Lc > 0 ? context(x, Lc) : nullptr, res);
     }
     // x + conv(t): a residual branch's last conv, the add fused into the F16 GEMM
     ggml_tensor *conv_add(ggml_tensor *t, const Conv &c, ggml_tensor *x) {

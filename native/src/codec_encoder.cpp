@@ -286,16 +286,10 @@ struct Graph {
         // conv_gemm_op reads cin values of every step of x
         if (x->ne[0] != c.cin) throw Error(KZ_ERR_FORMAT, "codec encoder: a conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
         const int64_t n = (x->ne[1] + c.stride - 1) / c.stride;
-        ggml_tensor *args[3] = {x, c.w, c.b};
-        return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, n, 1, 1, args, c.b ? 3 : 2, kz::conv_gemm_op, GGML_N_TASKS_MAX,
-                                            const_cast<kz::ConvShape *>(static_cast<const kz::ConvShape *>(&c))), "conv_gemm");
+        return ggml_set_name(kz::conv_gemm(ctx, c, c.w, c.b, x, n), "conv_gemm");
     }
-    ggml_tensor *elu(ggml_tensor *x) { return unary(x, kz::unary_op<kz::elu>, "elu"); }
-    ggml_tensor *gelu(ggml_tensor *x) { return unary(x, kz::unary_op<kz::gelu_erf>, "gelu"); }
-    ggml_tensor *unary(ggml_tensor *x, ggml_custom_op_t op, const char *name) {
-        ggml_tensor *args[1] = {x};
-        return ggml_set_name(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, op, GGML_N_TASKS_MAX, nullptr), name);
-    }
+    ggml_tensor *elu(ggml_tensor *x) { return ggml_set_name(kz::unary<kz::elu>(ctx, x), "elu"); }
+    ggml_tensor *gelu(ggml_tensor *x) { return ggml_set_name(kz::unary<kz::gelu_erf>(ctx, x), "gelu"); }
     // pcm [1, L] -> [hidden, ceil(L / hop)]
     ggml_tensor *seanet(ggml_tensor *x) {
         x = conv(x, m.first);

@@ -63,4 +63,20 @@ void unary_op(ggml_tensor *dst, int ith, int nth, void *) {
 // The ggml custom op (userdata: the const ConvShape); dst is F32 [cout, T], T output steps.
 void conv_gemm_op(ggml_tensor *dst, int ith, int nth, void *userdata);
 
+// conv_gemm_op as a graph node of `steps` output steps (c outlives the graph); b, prev (the left
+// context) and res may be null
+inline ggml_tensor *conv_gemm(ggml_context *ctx, const ConvShape &c, ggml_tensor *w, ggml_tensor *b, ggml_tensor *x, int64_t steps,
+                              ggml_tensor *prev = nullptr, ggml_tensor *res = nullptr) {
+    ggml_tensor *args[5] = {x, w, b, prev, res};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, steps, 1, 1, args, 5, conv_gemm_op, GGML_N_TASKS_MAX,
+                          const_cast<ConvShape *>(&c));
+}
+
+// unary_op<F> as a graph node: F of every value of the F32 [ne0, ne1] x
+template <void (*F)(const float *, float *, int64_t)>
+ggml_tensor *unary(ggml_context *ctx, ggml_tensor *x) {
+    ggml_tensor *args[1] = {x};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, unary_op<F>, GGML_N_TASKS_MAX, nullptr);
+}
+
 }  // namespace kz
