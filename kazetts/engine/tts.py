@@ -386,20 +386,13 @@ class TTS:
                     prime_codec(self.codec, ref_codes)
                     timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
                 trace = TalkerTrace(record=False)
-                batch, want = [], 1  # a piece's first frame alone, then chunk_frames
+                out.start_piece(chunk_frames)
                 for codes in talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings):
                     self._check_open()
-                    batch.append(codes)
-                    if len(batch) == want:
-                        out.push(batch)
-                        batch, want = [], chunk_frames
+                    out.add(codes)
                     yield from out.chunks(index, last_piece)
-                yield from out.end_piece(batch, index, last_piece)
-                if trace.stopped_by != "eos" and max_frames is None:
-                    warnings.warn(f"piece {index + 1}/{len(prompts)} reached its budget of {budget} frames "
-                                  "without end-of-speech; it was cut there", RuntimeWarning, stacklevel=2)
-                if stopped_by is not None:
-                    stopped_by.append(trace.stopped_by)
+                yield from out.end_piece(index, last_piece)
+                _piece_ended(trace, f"{index + 1}/{len(prompts)}", budget, max_frames, stopped_by)
         timings["frames"] = out.frames
         timings["wall"] = time.perf_counter() - out.start
 
@@ -472,30 +465,24 @@ class TTS:
                 if room < 1:
                     raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
                 self.codec.reset()  # idle between pieces
-                trace, pending, want, produced = TalkerTrace(record=False), [], 1, 0
+                trace, produced = TalkerTrace(record=False), 0
+                out.start_piece(chunk_frames)
                 frames = talker_frames(self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng,
                                        trace, timings)
                 # the last piece is not known in advance: the joiner holds every crossfade tail back
                 for codes in frames:
                     self._check_open()
-                    pending.append(codes)
                     produced += 1
                     budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS) if pieces.closed else None
                     over = max_frames is None and budget is not None and produced >= min(budget, room)
                     waits = not pieces.ready(produced)
-                    if len(pending) == want or over or waits:
-                        out.push(pending)
-                        pending, want = [], chunk_frames
+                    out.add(codes, now=over or waits)
                     yield from out.chunks(index, last_piece=False, wait=waits)  # all audio out before waiting for text
                     if over:
                         frames.close()
                         break
-                yield from out.end_piece(pending, index, last_piece=False)
-                if trace.stopped_by != "eos" and max_frames is None:
-                    warnings.warn(f"piece {index + 1} reached its budget of {produced} frames without end-of-speech; "
-                                  "it was cut there", RuntimeWarning, stacklevel=2)
-                if stopped_by is not None:
-                    stopped_by.append(trace.stopped_by)
+                yield from out.end_piece(index, last_piece=False)
+                _piece_ended(trace, f"{index + 1}", produced, max_frames, stopped_by)
             if index < 0:
                 raise ValueError("empty text: there is nothing to say")
             yield AudioChunk(out.joiner.flush(), index, out.frames)
@@ -513,9 +500,19 @@ class _Output:
         self.timings, self.codes_out = timings, codes_out
         self.joiner = _Joiner(CROSSFADE_SAMPLES)
         self.frames, self.start = 0, time.perf_counter()
+        self.start_piece(1)
 
-    def push(self, frames: list[np.ndarray]) -> None:
-        self.pipeline.push(frames)
+    def start_piece(self, chunk_frames: int) -> None:
+        """A piece's first frame goes to the codec alone (its audio as early as it can be), then
+        chunk_frames at a time (the codec runs faster on several)."""
+        self.pending, self.want, self.chunk_frames = [], 1, chunk_frames
+
+    def add(self, codes: np.ndarray, now: bool = False) -> None:
+        """One frame's codes; pushed with those pending once a batch is full, or `now`."""
+        self.pending.append(codes)
+        if len(self.pending) == self.want or now:
+            self.pipeline.push(self.pending)
+            self.pending, self.want = [], self.chunk_frames
 
     def chunks(self, piece: int, last_piece: bool, wait: bool = False) -> Iterator[AudioChunk]:
         """The decoded chunks (`wait`: all pushed; the request's first is always waited for, so
@@ -527,11 +524,12 @@ class _Output:
             self.timings.setdefault("first_chunk", time.perf_counter() - self.start)
             yield AudioChunk(self.joiner.push(audio, last_piece), piece, self.frames)
 
-    def end_piece(self, frames: list[np.ndarray], piece: int, last_piece: bool) -> Iterator[AudioChunk]:
+    def end_piece(self, piece: int, last_piece: bool) -> Iterator[AudioChunk]:
         """The piece's last frames pushed, all its chunks out: the codec is then idle (reset or
         primed for the next piece)."""
-        if frames:
-            self.push(frames)
+        if self.pending:
+            self.pipeline.push(self.pending)
+            self.pending = []
         yield from self.chunks(piece, last_piece, wait=True)
         self.joiner.end_piece()
 
@@ -540,6 +538,16 @@ class _Output:
 
     def __exit__(self, *exc) -> None:
         self.pipeline.close()
+
+
+def _piece_ended(trace: TalkerTrace, piece: str, frames: int, max_frames: int | None, stopped_by: list | None) -> None:
+    """Warns when a piece ran out of frames before end-of-speech (unless the caller capped them)
+    and records why it stopped."""
+    if trace.stopped_by != "eos" and max_frames is None:
+        warnings.warn(f"piece {piece} reached its budget of {frames} frames without end-of-speech; it was cut there",
+                      RuntimeWarning, stacklevel=3)
+    if stopped_by is not None:
+        stopped_by.append(trace.stopped_by)
 
 
 def prime_codec(codec: CodecDecoder, ref_codes: np.ndarray) -> np.ndarray:
