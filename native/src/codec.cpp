@@ -75,7 +75,7 @@ struct Conv : kz::ConvShape {
 struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: w [cin, k*cout], b [cout]
     ggml_tensor *w = nullptr, *b = nullptr;
     int cin = 0, cout = 0, k = 1, s = 1;
-    Conv gemm;  // F16 weights: w packed as the 1-tap conv cin -> k*cout without bias (gemm.packed)
+    Conv gemm;  // w as the 1-tap conv cin -> k*cout without bias (F16: packed, gemm.packed)
 };
 struct Snake {
     ggml_tensor *alpha = nullptr, *inv_beta = nullptr;
@@ -190,20 +190,24 @@ struct Builder {
         expect(s, ne);
         return make(name, type, ne, [this, s] { return L.read(s); });
     }
-    // a linear [in] -> [out] (the 1-tap conv), in the fast type (F16: packed), with the bias `bias` if named
+    // c.w in `type` from `rows` (row o: the cin*k weights of output o, tap-major): F16 packed for
+    // kz::conv_gemm_op (c.packed), else the [cin*k, cout] matrix ggml's mul_mat takes
+    void weight(Conv &c, const std::string &name, ggml_type type, std::function<std::vector<float>()> rows) {
+        c.packed = type == GGML_TYPE_F16;
+        if (!c.packed) {
+            c.w = make(name, type, {(int64_t)c.cin * c.k, c.cout}, rows);
+        } else {
+            c.w = make(name, type, kz::packed_shape(c), [rows, shape = (kz::ConvShape)c] { return kz::pack_rows(rows(), shape); });
+        }
+    }
+    // a linear [in] -> [out] (the 1-tap conv), in the fast type, with the bias `bias` if named
     Conv linear(const std::string &name, int64_t in, int64_t out, const std::string &bias = "") {
         ggml_tensor *s = L.src(name);
         expect(s, {in, out});
         Conv c;
         c.cin = (int)in;
         c.cout = (int)out;
-        c.packed = fast == GGML_TYPE_F16;
-        auto rows = [this, s] { return L.read(s); };  // row o: the `in` weights of output o
-        if (!c.packed) {
-            c.w = make(name, fast, {in, out}, rows);
-        } else {
-            c.w = make(name, fast, kz::packed_shape(c), [rows, c] { return kz::pack_rows(rows(), c); });
-        }
+        weight(c, name, fast, [this, s] { return L.read(s); });
         if (!bias.empty()) c.b = vec(bias, out);
         return c;
     }
@@ -221,13 +225,7 @@ struct Builder {
         c.cout = (int)s->ne[2];
         c.dil = dil;
         c.pad_left = (int64_t)(c.k - 1) * dil;
-        c.packed = type == GGML_TYPE_F16;
-        auto taps = [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); };
-        if (!c.packed) {
-            c.w = make(name + ".weight", type, {(int64_t)c.cin * c.k, c.cout}, taps);
-        } else {
-            c.w = make(name + ".weight", type, kz::packed_shape(c), [taps, c] { return kz::pack_rows(taps(), c); });
-        }
+        weight(c, name + ".weight", type, [this, s, c] { return kz::conv_taps(L.read(s), c.cout, c.cin, c.k); });
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -250,14 +248,10 @@ struct Builder {
                         p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
             return p;
         };
-        if (fast != GGML_TYPE_F16) {
-            c.w = make(name + ".weight", fast, {c.cin, (int64_t)c.k * c.cout}, rows);
-        } else {
-            c.gemm.cin = c.cin;
-            c.gemm.cout = c.k * c.cout;
-            c.gemm.packed = true;
-            c.gemm.w = c.w = make(name + ".weight", fast, kz::packed_shape(c.gemm), [rows, g = c.gemm] { return kz::pack_rows(rows(), g); });
-        }
+        c.gemm.cin = c.cin;
+        c.gemm.cout = c.k * c.cout;
+        weight(c.gemm, name + ".weight", fast, rows);
+        c.w = c.gemm.w;
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -664,8 +658,9 @@ struct Graph {
 
     // the last conv, to one channel (conv_to_one_op); x: F32 [cin, T]
     ggml_tensor *conv_to_one(ggml_tensor *x, const Conv &c) {
-        if (x->ne[0] != c.cin || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x))
+        if (x->ne[0] != c.cin)
             throw Error(KZ_ERR_STATE, "codec post_conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) throw Error(KZ_ERR_STATE, "codec post_conv takes contiguous F32 input");
         ggml_tensor *args[4] = {x, c.w, c.b, c.pad_left > 0 ? context(x, c.pad_left) : nullptr};
         return ggml_custom_4d(ctx, GGML_TYPE_F32, 1, x->ne[1], 1, 1, args, c.pad_left > 0 ? 4 : 3, conv_to_one_op, GGML_N_TASKS_MAX,
                               const_cast<Conv *>(&c));
