@@ -75,12 +75,12 @@ inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_
 struct Taps {
     const ConvShape &c;
     const ggml_tensor *x, *prev;
-    int64_t K, steps, depth, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
+    int64_t K, steps, max_piece, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
     bool flat;
     std::vector<float> edge;
 
-    Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T, int64_t depth_)
-        : c(c_), x(x_), prev(prev_), K((int64_t)c_.cin * c_.k), steps(x_->ne[1]), depth(depth_),
+    Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T, int64_t max_piece_)
+        : c(c_), x(x_), prev(prev_), K((int64_t)c_.cin * c_.k), steps(x_->ne[1]), max_piece(max_piece_),
           flat(c_.k > 1 && c_.dil == 1 && x_->nb[1] == (size_t)c_.cin * sizeof(float)) {
         if (!flat) return;
         left = std::min<int64_t>(T, (c.pad_left + c.stride - 1) / c.stride);
@@ -97,16 +97,16 @@ struct Taps {
             }
         }
     }
-    // the pieces of the depth: count, then piece p's first row and length
-    int64_t pieces() const { return flat ? (K + depth - 1) / depth : c.k * ((c.cin + depth - 1) / depth); }
+    // the pieces of the depth (of at most max_piece rows): count, then piece p's first row and length
+    int64_t pieces() const { return flat ? (K + max_piece - 1) / max_piece : c.k * ((c.cin + max_piece - 1) / max_piece); }
     void piece(int64_t p, int64_t &i0, int64_t &n) const {
         if (flat) {
-            i0 = p * depth;
-            n = std::min<int64_t>(depth, K - i0);
+            i0 = p * max_piece;
+            n = std::min<int64_t>(max_piece, K - i0);
         } else {
-            const int64_t per = (c.cin + depth - 1) / depth, c0 = p % per * depth;
+            const int64_t per = (c.cin + max_piece - 1) / max_piece, c0 = p % per * max_piece;
             i0 = p / per * c.cin + c0;
-            n = std::min<int64_t>(depth, c.cin - c0);
+            n = std::min<int64_t>(max_piece, c.cin - c0);
         }
     }
     // rows i0..i0+depth of output step t's column
@@ -130,6 +130,7 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
     int64_t b0, b1;
     thread_rows(blocks, ith, nth, b0, b1);
     if (b0 >= b1) return;
+    const int64_t end = std::min(b1, full);  // this thread's blocks in tiles of RB, 2 or 1: [b0, end)
     constexpr int64_t kDepth = RB > 2 ? kGemmDepth / 2 : kGemmDepth;
     const Taps taps(c, x, dst->src[3], T, kDepth);
     // F16 weights: RB blocks widened to F32 (kept in L1 over all columns); a partial block's columns, its bias
@@ -144,7 +145,6 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
             taps.piece(p, i0, depth);
             const bool first = i0 == 0;
             for (int64_t b = b0; b < b1;) {
-                const int64_t end = std::min(b1, full);
                 const int rb = b + RB <= end ? RB : b + 2 <= end ? std::min(RB, 2) : 1;
                 const bool partial = b >= full;
                 const float *wp = w32 + (b * K + i0) * kPackRows;
@@ -176,8 +176,10 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
                         }
                     }
                     if (rb == RB) gemm_cols<RB>(nc, wp, wstride, cols, depth, out, first, bv);
-                    else if (rb == 2) gemm_cols<2>(nc, wp, wstride, cols, depth, out, first, bv);
-                    else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
+                    else if constexpr (RB > 2) {  // (below 3 blocks the rest is one block at a time)
+                        if (rb == 2) gemm_cols<2>(nc, wp, wstride, cols, depth, out, first, bv);
+                        else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
+                    } else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
                     if (partial)
                         for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
                 }
