@@ -106,7 +106,6 @@ using q8::BlockQ8;
 using q8::QK;
 constexpr int PREFETCH = 4096;  // bytes ahead of each row's reads
 
-
 // The column, quantized as ggml's mul_mat quantizes it, with what the kernels need per block.
 struct Column {
     std::vector<BlockQ8> y;
@@ -235,7 +234,7 @@ void rows_parallel(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_
 
 std::atomic<int64_t> calls{0};
 std::atomic<bool> enabled{false};
-bool columns_on = false;  // the many-column kernel passed its probe
+std::atomic<bool> columns_on{false};  // the many-column kernel passed its probe
 RowsKernel active_kernel = nullptr;
 std::string status = "not set up";
 std::mutex setup_mutex;
@@ -246,26 +245,25 @@ struct Backend {
     talker_gemm::Columns columns;  // the many-column products' (talker_gemm.h)
 };
 
-// Shapes the one-column kernel takes. Whether the backend is on is asked only when the
-// scheduler assigns nodes (supported()): a split it was already given runs by shape alone, so
+// MUL_MAT of a contiguous 2-D Q8_0 weight by a 2-D F32 matrix of contiguous columns (to F32): what
+// both kernels take, told apart by the column count. Whether the backend is on is asked only when
+// the scheduler assigns nodes (supported()): a split it was already given runs by shape alone, so
 // setup() switching the backend off between the two cannot send a node to the wrong kernel.
-bool one_column(const ggml_tensor *op) {
+bool q8_0_product(const ggml_tensor *op) {
     const ggml_tensor *w = op->src[0], *x = op->src[1];
-    return op->op == GGML_OP_MUL_MAT && w && x && w->type == GGML_TYPE_Q8_0 &&
-           x->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && w->ne[2] == 1 && w->ne[3] == 1 &&
-           ggml_is_contiguous(w) && x->ne[1] == 1 && x->ne[2] == 1 && x->ne[3] == 1 && x->nb[0] == sizeof(float) &&
-           w->ne[0] % QK == 0;
+    return op->op == GGML_OP_MUL_MAT && w && x && w->type == GGML_TYPE_Q8_0 && x->type == GGML_TYPE_F32 &&
+           op->type == GGML_TYPE_F32 && w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(w) && x->ne[2] == 1 &&
+           x->ne[3] == 1 && x->nb[0] == sizeof(float) && w->ne[0] % QK == 0;
 }
 
+// one column: the one-column kernel's
+bool one_column(const ggml_tensor *op) { return q8_0_product(op) && op->src[1]->ne[1] == 1; }
+
 // ---- the many-column products (the prefill): talker_gemm.h -----------------------------------------
-// MUL_MAT of a 2-D Q8_0 weight by 2+ F32 columns (rows of floats, any row stride), when that kernel
-// is there; the rest of one_column()'s conditions hold.
+// 2+ columns (any column stride, in floats), when that kernel passed its probe
 bool many_columns(const ggml_tensor *op) {
-    const ggml_tensor *w = op->src[0], *x = op->src[1];
-    return columns_on && op->op == GGML_OP_MUL_MAT && w && x &&
-           w->type == GGML_TYPE_Q8_0 && x->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 && w->ne[2] == 1 &&
-           w->ne[3] == 1 && ggml_is_contiguous(w) && x->ne[1] > 1 && x->ne[2] == 1 && x->ne[3] == 1 &&
-           x->nb[0] == sizeof(float) && x->nb[1] % sizeof(float) == 0 && op->nb[0] == sizeof(float) && w->ne[0] % QK == 0;
+    return columns_on.load(std::memory_order_relaxed) && q8_0_product(op) && op->src[1]->ne[1] > 1 &&
+           op->src[1]->nb[1] % sizeof(float) == 0 && op->nb[0] == sizeof(float);
 }
 
 void columns_product(Backend *b, ggml_tensor *node) {
@@ -469,7 +467,7 @@ int setup() {
     active_kernel = kernel;
     enabled = true;
     ggml_backend_register(&reg);
-    status = std::string(q8::isa_name(isa)) + (columns_on ? "" : " (one column only)");
+    status = std::string(q8::isa_name(isa)) + (columns_on.load() ? "" : " (one column only)");
     return 1;
 }
 
