@@ -20,6 +20,7 @@
 
 #include "common_internal.h"
 #include "conv_gemm.h"
+#include "custom_op.h"
 #include "gguf_reader.h"
 #include "vector_kernels.h"
 
@@ -488,8 +489,7 @@ static void store_row(void *dst, ggml_type type, const float *src, int64_t n) {
 static void snake_op(ggml_tensor *dst, int ith, int nth, void *) {
     const ggml_tensor *x = dst->src[0], *alpha = dst->src[1], *inv_beta = dst->src[2];
     const int64_t C = x->ne[0];
-    int64_t t0, t1;
-    thread_rows(ggml_nrows(x), ith, nth, t0, t1);
+    const auto [t0, t1] = thread_rows(ggml_nrows(x), ith, nth);
     std::vector<float> row(dst->type == GGML_TYPE_F32 ? 0 : C);
     for (int64_t t = t0; t < t1; t++) {
         float *y = row.empty() ? (float *)((char *)dst->data + t * dst->nb[1]) : row.data();
@@ -506,8 +506,7 @@ static void im2col_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const Conv &c = *static_cast<const Conv *>(userdata);
     const ggml_tensor *prev = dst->src[0], *x = dst->src[1];
     const int64_t Lc = prev->ne[1], es = (int64_t)ggml_type_size(dst->type);
-    int64_t t0, t1;
-    thread_rows(dst->ne[1], ith, nth, t0, t1);
+    const auto [t0, t1] = thread_rows(dst->ne[1], ith, nth);
     for (int64_t t = t0; t < t1; t++) {
         char *out = (char *)dst->data + t * dst->nb[1];
         for (int j = 0; j < c.k; j++, out += c.cin * es) {
@@ -532,8 +531,7 @@ static void overlap_add_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const ggml_tensor *y = dst->src[0];
     const float *prev = (const float *)dst->src[1]->data, *bias = (const float *)dst->src[2]->data;
     const int64_t half = (int64_t)c.cout * c.s;
-    int64_t t0, t1;
-    thread_rows(y->ne[1], ith, nth, t0, t1);
+    const auto [t0, t1] = thread_rows(y->ne[1], ith, nth);
     for (int64_t t = t0; t < t1; t++) {
         const float *cur = (const float *)((const char *)y->data + t * y->nb[1]);
         const float *tail = t > 0 ? (const float *)((const char *)y->data + (t - 1) * y->nb[1]) + half : prev;
@@ -555,8 +553,7 @@ static void conv_to_one_op(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const Conv &c = *static_cast<const Conv *>(userdata);
     const ggml_tensor *x = dst->src[0], *prev = dst->src[3];
     const float *w = (const float *)dst->src[1]->data, bias = *(const float *)dst->src[2]->data;
-    int64_t t0, t1;
-    thread_rows(dst->ne[1], ith, nth, t0, t1);
+    const auto [t0, t1] = thread_rows(dst->ne[1], ith, nth);
     for (int64_t t = t0; t < t1; t++) {
         lanes acc = {};
         for (int j = 0; j < c.k; j++) {

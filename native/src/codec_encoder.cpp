@@ -24,6 +24,7 @@
 
 #include "common_internal.h"
 #include "conv_gemm.h"
+#include "custom_op.h"
 #include "gguf_reader.h"
 #include "graph_runner.h"
 #include "vector_kernels.h"

@@ -127,8 +127,7 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
     const ggml_tensor *res = dst->src[4];
     const int64_t T = dst->ne[1], K = (int64_t)c.cin * c.k, ds = dst->nb[1] / sizeof(float);
     const int64_t blocks = w->ne[1], full = c.cout / kPackRows;  // blocks, and those without padded rows
-    int64_t b0, b1;
-    thread_rows(blocks, ith, nth, b0, b1);
+    const auto [b0, b1] = thread_rows(blocks, ith, nth);
     if (b0 >= b1) return;
     const int64_t end = std::min(b1, full);  // this thread's blocks in tiles of RB, 2 or 1: [b0, end)
     constexpr int64_t kDepth = RB > 2 ? kGemmDepth / 2 : kGemmDepth;

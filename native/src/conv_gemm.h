@@ -5,6 +5,7 @@
 // order (tap-major, then input channel) whatever T, the chunking or the threads. Internal.
 #pragma once
 
+#include "custom_op.h"
 #include "ggml.h"
 
 #include <algorithm>
@@ -44,22 +45,6 @@ inline std::vector<float> pack_rows(const std::vector<float> &w, const ConvShape
     return p;
 }
 
-// rows [r0, r1) of nrows split evenly over nth threads
-inline void thread_rows(int64_t nrows, int ith, int nth, int64_t &r0, int64_t &r1) {
-    const int64_t per = (nrows + nth - 1) / nth;
-    r0 = std::min<int64_t>(nrows, per * ith);
-    r1 = std::min<int64_t>(nrows, r0 + per);
-}
-
-// dst = F(src[0]), both contiguous F32, the elements split over the threads: a ggml custom op
-// for the vector_kernels.h activations (ELU, GELU: ggml's call libm per element)
-template <void (*F)(const float *, float *, int64_t)>
-void unary_op(ggml_tensor *dst, int ith, int nth, void *) {
-    int64_t i0, i1;
-    thread_rows(ggml_nelements(dst), ith, nth, i0, i1);
-    F((const float *)dst->src[0]->data + i0, (float *)dst->data + i0, i1 - i0);
-}
-
 // The ggml custom op (userdata: the const ConvShape); dst is F32 [cout, T], T output steps.
 void conv_gemm_op(ggml_tensor *dst, int ith, int nth, void *userdata);
 
@@ -70,13 +55,6 @@ inline ggml_tensor *conv_gemm(ggml_context *ctx, const ConvShape &c, ggml_tensor
     ggml_tensor *args[5] = {x, w, b, prev, res};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, steps, 1, 1, args, 5, conv_gemm_op, GGML_N_TASKS_MAX,
                           const_cast<ConvShape *>(&c));
-}
-
-// unary_op<F> as a graph node: F of every value of the F32 [ne0, ne1] x
-template <void (*F)(const float *, float *, int64_t)>
-ggml_tensor *unary(ggml_context *ctx, ggml_tensor *x) {
-    ggml_tensor *args[1] = {x};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, unary_op<F>, GGML_N_TASKS_MAX, nullptr);
 }
 
 }  // namespace kz

@@ -25,6 +25,7 @@
 #include "kazetts/speaker_encoder.h"
 
 #include "common_internal.h"
+#include "custom_op.h"
 #include "gguf_reader.h"
 #include "graph_runner.h"
 
@@ -202,8 +203,8 @@ void load_model(Model &m, const char *path) {
 void im2col_reflect(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const Conv &c = *static_cast<const Conv *>(userdata);
     const ggml_tensor *x = dst->src[0], *plus = dst->src[1];
-    const int64_t T = x->ne[1], per = (T + nth - 1) / nth;
-    const int64_t t0 = std::min(T, per * ith), t1 = std::min(T, t0 + per);
+    const int64_t T = x->ne[1];
+    const auto [t0, t1] = kz::thread_rows(T, ith, nth);
     for (int64_t t = t0; t < t1; t++) {
         float *out = (float *)((char *)dst->data + t * dst->nb[1]);
         for (int j = 0; j < c.k; j++) {
@@ -221,18 +222,12 @@ void im2col_reflect(ggml_tensor *dst, int ith, int nth, void *userdata) {
     }
 }
 
-// the frames [t0, t1) thread `ith` of `nth` takes of T
-std::pair<int64_t, int64_t> share(int64_t T, int ith, int nth) {
-    const int64_t per = (T + nth - 1) / nth, t0 = std::min(T, per * ith);
-    return {t0, std::min(T, t0 + per)};
-}
-
 // dst [C, T] = max(src[0] [C, T] + src[1] [C], 0)
 void bias_relu_op(ggml_tensor *dst, int ith, int nth, void *) {
     const ggml_tensor *y = dst->src[0];
     const float *b = (const float *)dst->src[1]->data;
     const int64_t C = dst->ne[0];
-    const auto [t0, t1] = share(dst->ne[1], ith, nth);
+    const auto [t0, t1] = kz::thread_rows(dst->ne[1], ith, nth);
     for (int64_t t = t0; t < t1; t++) {
         const float *in = (const float *)((const char *)y->data + t * y->nb[1]);
         float *out = (float *)((char *)dst->data + t * dst->nb[1]);
@@ -245,7 +240,7 @@ void bias_relu_op(ggml_tensor *dst, int ith, int nth, void *) {
 
 // dst [sum of C_i, T] = the srcs [C_i, T] (any row stride) stacked along channels
 void concat_op(ggml_tensor *dst, int ith, int nth, void *) {
-    const auto [t0, t1] = share(dst->ne[1], ith, nth);
+    const auto [t0, t1] = kz::thread_rows(dst->ne[1], ith, nth);
     for (int64_t t = t0; t < t1; t++) {
         char *out = (char *)dst->data + t * dst->nb[1];
         for (int i = 0; i < GGML_MAX_SRC && dst->src[i]; i++) {
@@ -264,7 +259,7 @@ void concat_op(ggml_tensor *dst, int ith, int nth, void *) {
 void time_stats(ggml_tensor *dst, int ith, int nth, bool with_std) {
     const ggml_tensor *x = dst->src[0], *logits = dst->src[1];
     const int64_t C = x->ne[0], T = x->ne[1];
-    const auto [c0, c1] = share(C, ith, nth);
+    const auto [c0, c1] = kz::thread_rows(C, ith, nth);
     const int64_t n = c1 - c0;
     if (n <= 0) return;
     auto at = [](const ggml_tensor *a, int64_t c, int64_t t) {
