@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DUMPS = REPO / "dumps"
 REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
+# What a whole run writes under pytest's base temporary directory at most (tiny checkpoints and
+# their GGUF files, the venvs of test_pip_install), with some room.
+NEEDS_FREE_GB = 4
+
+
+def pytest_sessionstart(session):
+    """Stops the run in one line when the disk is too full for it: with no space left, a hundred
+    tests fail or error far from the cause (and pytest itself crashes writing its captures)."""
+    base = pathlib.Path(session.config.option.basetemp or tempfile.gettempdir())
+    free = shutil.disk_usage(base).free / 2**30
+    if free < NEEDS_FREE_GB:
+        pytest.exit(f"only {free:.1f} GB free on the disk of {base}; the tests need about {NEEDS_FREE_GB} GB: "
+                    "free some space (old runs: rm -rf /tmp/pytest-of-$USER) and run again", returncode=2)
 
 
 @pytest.fixture(scope="session")
