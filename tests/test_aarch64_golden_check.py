@@ -1,5 +1,6 @@
 """native/tests/golden_check (what `make aarch64-test` runs under qemu) built for this host:
-it passes on an intact golden case and its gates fail on a corrupted copy of the same case."""
+it passes on an intact golden case and its gates fail on a corrupted copy of the same case; its
+conv gemm check (kz::conv_gemm_op against a scalar reference, bit for bit) passes."""
 
 from __future__ import annotations
 
@@ -60,3 +61,13 @@ def test_passes_on_goldens_and_fails_on_corrupted_ones(golden_check, tmp_path):
                       "FAIL corrupted codec f32", "FAIL corrupted codec f16", "FAIL corrupted talker hidden and logits",
                       "FAIL corrupted engine codes"}
     assert run.returncode == 1
+
+
+def test_conv_gemm_op_equals_its_scalar_reference(golden_check):
+    """native/tests/check_conv_gemm.cpp: odd shapes, every edge mode, F32 and F16 weights, 1 and 2
+    threads, whole and chunked, each output equal in its bits to a scalar sum in the kernel's order."""
+    run = subprocess.run([golden_check, "--stage", "conv gemm"], capture_output=True, text=True, timeout=120)
+    print(run.stdout)
+    gates = [line for line in run.stdout.splitlines() if line.startswith(("PASS conv gemm", "FAIL conv gemm"))]
+    assert gates and all(line.startswith("PASS") for line in gates), run.stdout + run.stderr
+    assert run.returncode == 0

@@ -17,8 +17,8 @@ LIB = native.bind({
     "kz_talker_backend_check": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int]),
     "kz_talker_backend_calls": (ctypes.c_int64, []),
     "kz_talker_backend_status": (ctypes.c_char_p, []),
-    "kz_talker_backend_check_columns": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64,
-                                                          ctypes.c_int, ctypes.c_int]),
+    "kz_talker_backend_check_columns": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                                          ctypes.c_uint64, ctypes.c_int, ctypes.c_int]),
 })
 
 
@@ -37,7 +37,7 @@ def test_products_equal_ggml_mul_mat_bit_for_bit(rows, cols, threads):
 
 
 def _columns_kernel_or_skip():
-    if LIB.kz_talker_backend_check_columns(8, 32, 2, 0, 1, 0) < 0:
+    if LIB.kz_talker_backend_check_columns(8, 32, 2, 32, 0, 1, 0) < 0:
         pytest.skip("no many-column talker kernel on this CPU (x86-64 AVX-512 VNNI only): ggml's GEMM runs")
 
 
@@ -50,21 +50,37 @@ def _columns_kernel_or_skip():
 def test_many_column_products_equal_ggml_gemm_bit_for_bit(rows, cols, n, threads):
     _columns_kernel_or_skip()
     for seed in range(3):
-        assert LIB.kz_talker_backend_check_columns(rows, cols, n, seed, threads, 0) == 0.0
+        assert LIB.kz_talker_backend_check_columns(rows, cols, n, cols, seed, threads, 0) == 0.0
+
+
+# the backend claims 2+ columns at any row stride (a view of a wider matrix): whole blocks more,
+# a few floats more (columns not 16-byte aligned), one tile or many, 1 and 2 threads
+@pytest.mark.parametrize("rows,cols,n,extra", [(70, 1024, 7, 32), (9, 64, 13, 5), (24, 256, 66, 1), (5, 96, 3, 3),
+                                               (40, 128, 10, 96)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_many_column_products_of_strided_columns_equal_ggml_bit_for_bit(rows, cols, n, extra, threads):
+    """ggml's mul_mat and the backend's product (columns_product, as graph_compute runs it) of the
+    same view, whose columns are cols + extra floats apart."""
+    _columns_kernel_or_skip()
+    for seed in range(3):
+        assert LIB.kz_talker_backend_check_columns(rows, cols, n, cols + extra, seed, threads, 0) == 0.0
 
 
 @pytest.mark.parametrize("rows,cols,n", [(70, 1024, 7), (16, 64, 2)])
 def test_a_kernel_off_by_a_rounding_fails_the_check(rows, cols, n):
     """The check sees a last-bit difference: the same arithmetic with unfused multiply-adds fails."""
     _columns_kernel_or_skip()
-    assert LIB.kz_talker_backend_check_columns(rows, cols, n, 0, 1, 1) > 0
+    assert LIB.kz_talker_backend_check_columns(rows, cols, n, cols, 0, 1, 1) > 0
+    assert LIB.kz_talker_backend_check_columns(rows, cols, n, cols + 5, 0, 1, 1) > 0
 
 
 def test_bad_arguments_are_refused():
-    assert LIB.kz_talker_backend_check_columns(8, 33, 2, 0, 1, 0) == -1
-    assert LIB.kz_talker_backend_check_columns(8, 32, 1, 0, 1, 0) == -1
-    assert LIB.kz_talker_backend_check_columns(0, 32, 2, 0, 1, 0) == -1
-    assert LIB.kz_talker_backend_check_columns(8, 32, 2, 0, 0, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(8, 33, 2, 33, 0, 1, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(8, 32, 1, 32, 0, 1, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(0, 32, 2, 32, 0, 1, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(8, 32, 2, 32, 0, 0, 0) == -1
+    assert LIB.kz_talker_backend_check_columns(8, 32, 2, 31, 0, 1, 0) == -1, "columns overlapping"
+    assert LIB.kz_talker_backend_check_columns(8, 32, 2, 32 + 4097, 0, 1, 0) == -1
     assert LIB.kz_talker_backend_check(4, 33, 0, 1) == -1
     assert LIB.kz_talker_backend_check(0, 32, 0, 1) == -1
     assert LIB.kz_talker_backend_check(4, 32, 0, 0) == -1

@@ -266,6 +266,14 @@ bool many_columns(const ggml_tensor *op) {
            op->src[1]->nb[1] % sizeof(float) == 0 && op->nb[0] == sizeof(float);
 }
 
+// node = W x on the one-column kernel (the backend and its check run this)
+void column_product(RowsKernel kernel, Column &c, ggml_tensor *node, int threads) {
+    const ggml_tensor *w = node->src[0];
+    quantize((const float *)node->src[1]->data, w->ne[0], c);
+    rows_parallel(kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data, threads);
+}
+
+// node = W X on the many-column kernel, X's columns x->nb[1] apart (the backend and its check run this)
 void columns_product(Backend *b, ggml_tensor *node) {
     const ggml_tensor *w = node->src[0], *x = node->src[1];
     talker_gemm::product((const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0], (const float *)x->data,
@@ -298,11 +306,7 @@ enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
             calls.fetch_add(1, std::memory_order_relaxed);
             continue;
         }
-        const ggml_tensor *w = node->src[0];
-        quantize((const float *)node->src[1]->data, w->ne[0], b->column);
-        const Column &c = b->column;
-        rows_parallel(active_kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data,
-                      b->threads);
+        column_product(active_kernel, b->column, node, b->threads);
         calls.fetch_add(1, std::memory_order_relaxed);
     }
     return GGML_STATUS_SUCCESS;
@@ -369,37 +373,40 @@ void *reg_proc_address(ggml_backend_reg_t, const char *name) {
     return std::strcmp(name, "ggml_backend_set_n_threads") == 0 ? (void *)set_n_threads : nullptr;
 }
 
-// Our product of a random Q8_0 matrix (rows x cols) by n random F32 columns: fills out[j * rows + r].
-using Ours = std::function<void(const uint8_t *w, size_t row_bytes, const float *x, float *out)>;
+// Our product into node->data: node a MUL_MAT of the random Q8_0 matrix by the random columns,
+// which ggml does not compute.
+using Ours = std::function<void(ggml_tensor *node)>;
 
 // ggml's product (its CPU mul_mat) and ours on the same random operands: largest difference.
-double compare(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, const Ours &ours) {
+// x_stride > cols: the columns are a view of a wider matrix (x->nb[1] is not cols floats), its
+// other values random too.
+double compare(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed, int threads, const Ours &ours) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> wf((size_t)(rows * cols)), x((size_t)(cols * n));
+    std::vector<float> wf((size_t)(rows * cols)), x((size_t)(x_stride * n));
     for (float &v : wf) v = normal(rng);
     for (float &v : x) v = normal(rng) * 3.0f;
     const size_t row_bytes = ggml_row_size(GGML_TYPE_Q8_0, cols);
-    // the operands, the result and ggml's work buffer (the columns quantized, per-thread scratch)
-    ggml_init_params ip = {rows * row_bytes + (cols + rows) * n * sizeof(float) + n * row_bytes + 4 * ggml_tensor_overhead() +
-                               ggml_graph_overhead() + 4096 * (threads + 1),
+    // the operands, both results and ggml's work buffer (the columns quantized, per-thread scratch)
+    ggml_init_params ip = {rows * row_bytes + (x_stride + 2 * rows) * n * sizeof(float) + n * row_bytes +
+                               6 * ggml_tensor_overhead() + ggml_graph_overhead() + 4096 * (threads + 1),
                            nullptr, false};
     ggml_context *ctx = ggml_init(ip);
     if (!ctx) return -1;
     ggml_tensor *w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, cols, rows);
-    ggml_tensor *xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, n);
+    ggml_tensor *wide = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, x_stride, n);
+    ggml_tensor *xt = x_stride == cols ? wide : ggml_view_2d(ctx, wide, cols, n, wide->nb[1], 0);
     ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), w->data, 0, rows, cols, nullptr);
-    std::memcpy(xt->data, x.data(), x.size() * sizeof(float));
-    ggml_tensor *y = ggml_mul_mat(ctx, w, xt);
+    std::memcpy(wide->data, x.data(), x.size() * sizeof(float));
+    ggml_tensor *y = ggml_mul_mat(ctx, w, xt), *mine = ggml_mul_mat(ctx, w, xt);
     ggml_cgraph *gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
     double worst = -1;
     if (ggml_graph_compute_with_ctx(ctx, gf, threads) == GGML_STATUS_SUCCESS) {
-        std::vector<float> out((size_t)(rows * n));
-        ours((const uint8_t *)w->data, row_bytes, x.data(), out.data());
+        ours(mine);
         worst = 0;
         for (int64_t i = 0; i < rows * n; i++) {  // a NaN on either side is the worst difference (std::max would drop it)
-            const double d = std::fabs((double)out[i] - ((float *)y->data)[i]);
+            const double d = std::fabs((double)((float *)mine->data)[i] - ((float *)y->data)[i]);
             worst = std::isnan(d) ? INFINITY : std::max(worst, d);
         }
     }
@@ -409,21 +416,21 @@ double compare(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads
 
 // The one-column kernel against ggml.
 double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int threads) {
-    return compare(rows, cols, 1, seed, threads, [&](const uint8_t *w, size_t row_bytes, const float *x, float *out) {
+    return compare(rows, cols, 1, cols, seed, threads, [&](ggml_tensor *node) {
         Column c;
-        quantize(x, cols, c);
-        rows_parallel(kernel, w, row_bytes, rows, cols / QK, c, out, threads);
+        column_product(kernel, c, node, threads);
     });
 }
 
-// The many-column kernel (unfused: the tests' mutant) against ggml.
-double check_columns(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, bool unfused) {
-    return compare(rows, cols, n, seed, threads, [&](const uint8_t *w, size_t row_bytes, const float *x, float *out) {
-        talker_gemm::Columns c;
-        if (unfused)
-            talker_gemm::product_unfused(w, row_bytes, rows, cols, x, cols, n, out, rows, c);
-        else
-            talker_gemm::product(w, row_bytes, rows, cols, x, cols, n, out, rows, c, threads);
+// The many-column kernel (unfused: the tests' mutant) against ggml, columns x_stride floats apart.
+double check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed, int threads, bool unfused) {
+    return compare(rows, cols, n, x_stride, seed, threads, [&](ggml_tensor *node) {
+        Backend b;
+        b.threads = threads;
+        if (!unfused) return columns_product(&b, node);
+        const ggml_tensor *w = node->src[0], *x = node->src[1];
+        talker_gemm::product_unfused((const uint8_t *)w->data, w->nb[1], rows, cols, (const float *)x->data,
+                                     x->nb[1] / sizeof(float), n, (float *)node->data, node->nb[1] / sizeof(float), b.columns);
     });
 }
 
@@ -461,7 +468,7 @@ int setup() {
         return 0;
     }
     // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
-    columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1, 2, false) == 0.0;
+    columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1024, 1, 2, false) == 0.0;
     static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
     device().reg = &reg;
     active_kernel = kernel;
@@ -498,13 +505,14 @@ KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed,
     }
 }
 
-KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, int unfused) {
+KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed,
+                                              int threads, int unfused) {
     using namespace kz::talker_backend;
     if (!kz::talker_gemm::available() || rows < 1 || cols < 1 || cols % QK != 0 || n < 2 || threads < 1 || rows > (1 << 16) ||
-        cols > (1 << 16) || n > 512)
+        cols > (1 << 16) || n > 512 || x_stride < cols || x_stride > cols + 4096)
         return -1;
     try {
-        return check_columns(rows, cols, n, seed, threads, unfused != 0);
+        return check_columns(rows, cols, n, x_stride, seed, threads, unfused != 0);
     } catch (...) {
         return -1;
     }

@@ -52,10 +52,13 @@ KZ_API int64_t kz_talker_backend_calls(void);
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads);
 
 /* The same for the kernel of the many-column products (the prefill, src/talker_gemm.h): a random
- * Q8_0 matrix by n >= 2 random F32 columns, against ggml's mul_mat of n columns (its GEMM);
- * unfused != 0 runs the tests' mutant instead, the same arithmetic with each fused multiply-add
- * split in two, which must not agree. -1 when there is no such kernel or the arguments are bad. */
-KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int threads, int unfused);
+ * Q8_0 matrix by n >= 2 random F32 columns, against ggml's mul_mat of n columns (its GEMM), both
+ * run on the same tensors; the columns x_stride floats apart (cols: dense; more: a view of a
+ * wider matrix, whose row stride the backend passes on); unfused != 0 runs the tests' mutant
+ * instead, the same arithmetic with each fused multiply-add split in two, which must not agree.
+ * -1 when there is no such kernel or the arguments are bad. */
+KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed,
+                                              int threads, int unfused);
 
 #ifdef __cplusplus
 }
