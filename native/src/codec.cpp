@@ -73,10 +73,10 @@ struct Conv : kz::ConvShape {
     ggml_tensor *w = nullptr, *b = nullptr;
     bool packed = false;  // F16 weights are packed for kz::conv_gemm_op (see kz::ConvShape)
 };
-struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: w [cin, k*cout], b [cout]
-    ggml_tensor *w = nullptr, *b = nullptr;
+struct TConv {  // ConvTranspose1d, kernel k, stride s, right trim k - s: b [cout]
+    ggml_tensor *b = nullptr;
     int cin = 0, cout = 0, k = 1, s = 1;
-    Conv gemm;  // w as the 1-tap conv cin -> k*cout without bias (F16: packed, gemm.packed)
+    Conv gemm;  // its product: the 1-tap conv cin -> k*cout without bias (gemm.w: [cin, k*cout], F16 packed)
 };
 struct Snake {
     ggml_tensor *alpha = nullptr, *inv_beta = nullptr;
@@ -252,7 +252,6 @@ struct Builder {
         c.gemm.cin = c.cin;
         c.gemm.cout = c.k * c.cout;
         weight(c.gemm, name + ".weight", fast, rows);
-        c.w = c.gemm.w;
         c.b = vec(name + ".bias", c.cout);
         return c;
     }
@@ -694,7 +693,7 @@ struct Graph {
 
     ggml_tensor *tconv(ggml_tensor *x, const TConv &c) {
         const int64_t T = x->ne[1];
-        ggml_tensor *y = c.gemm.packed ? packed_conv(x, c.gemm, 0) : mm(c.w, x);  // [k*cout, T]
+        ggml_tensor *y = c.gemm.packed ? packed_conv(x, c.gemm, 0) : mm(c.gemm.w, x);  // [k*cout, T]
         if (c.k == c.s) return ggml_add(ctx, ggml_reshape_2d(ctx, y, c.cout, (int64_t)c.s * T), c.b);
         const int64_t half = (int64_t)c.cout * c.s;
         ggml_tensor *args[3] = {y, state(half, 1), c.b};
@@ -705,7 +704,7 @@ struct Graph {
 
     // the type a conv reads its input in (a packed conv reads F32)
     static ggml_type in_type(const Conv &c) { return c.packed ? GGML_TYPE_F32 : c.w->type; }
-    static ggml_type in_type(const TConv &c) { return c.gemm.packed ? GGML_TYPE_F32 : c.w->type; }
+    static ggml_type in_type(const TConv &c) { return in_type(c.gemm); }
 
     // snake(x) in the type of the weights it feeds (`type`), so the matmul converts nothing
     ggml_tensor *snake(ggml_tensor *x, const Snake &s, ggml_type type) {
