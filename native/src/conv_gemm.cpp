@@ -203,14 +203,24 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<4>(d, i, n, u); }
 __attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
-void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {
-    static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
-                             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
-                                                                                                : conv_gemm<1>;
-    impl(d, i, n, u);
+using Kernel = void (*)(ggml_tensor *, int, int, void *);
+static Kernel kernel() {
+    static const Kernel k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
+                            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
+                                                                                               : conv_gemm<1>;
+    return k;
 }
+void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { kernel()(d, i, n, u); }
+bool conv_gemm_fuses() { return kernel() != (Kernel)conv_gemm<1>; }  // (the baseline clone has no FMA)
 #else
 void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
+bool conv_gemm_fuses() {
+#if defined(__FP_FAST_FMAF) || defined(__aarch64__)
+    return true;
+#else
+    return false;
+#endif
+}
 #endif
 
 }  // namespace kz

@@ -48,6 +48,11 @@ inline std::vector<float> pack_rows(const std::vector<float> &w, const ConvShape
 // The ggml custom op (userdata: the const ConvShape); dst is F32 [cout, T], T output steps.
 void conv_gemm_op(ggml_tensor *dst, int ith, int nth, void *userdata);
 
+// whether conv_gemm_op, as it runs on this CPU, forms each acc += w * x as one fused multiply-add
+// (its FMA clones, aarch64) or as a multiply then an add (x86-64's baseline clone): the order of
+// rounding an exact reference has to follow
+bool conv_gemm_fuses();
+
 // conv_gemm_op as a graph node of `steps` output steps (c outlives the graph); b, prev (the left
 // context) and res may be null
 inline ggml_tensor *conv_gemm(ggml_context *ctx, const ConvShape &c, ggml_tensor *w, ggml_tensor *b, ggml_tensor *x, int64_t steps,

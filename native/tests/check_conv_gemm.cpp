@@ -18,18 +18,6 @@ namespace {
 
 using kz::ConvShape;
 
-// whether the clone conv_gemm_op runs on this CPU fuses `acc += w * x` (its dispatch's rule)
-bool kernel_fuses() {
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("fma") && (__builtin_cpu_supports("avx512f") || __builtin_cpu_supports("avx2"))) return true;
-#endif
-#if defined(__FP_FAST_FMAF) || defined(__aarch64__)
-    return true;
-#else
-    return false;
-#endif
-}
-
 struct Case {
     const char *name;
     int cin, cout, k, dil, stride;
@@ -165,7 +153,7 @@ struct Diff {
 }  // namespace
 
 void check_conv_gemm(Report &report) {
-    const bool fused = kernel_fuses();
+    const bool fused = kz::conv_gemm_fuses();
     report.info("conv gemm reference", fused ? "fused multiply-adds" : "a multiply then an add");
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
