@@ -10,7 +10,14 @@
 namespace kz {
 namespace {
 
-typedef float vrow __attribute__((vector_size(kPackRows * sizeof(float))));
+// A block's kPackRows rows are held as kPackRows / L vectors of L floats, L the CPU's vector width:
+// a vector type wider than the target's registers is lowered by GCC through the stack, element
+// group by element group (16 floats on AVX2 ran ~10x slower than two 8-float vectors).
+// (a struct: GCC drops the attribute from an alias template)
+template <int L>
+struct Lanes {
+    typedef float type __attribute__((vector_size(L * sizeof(float))));
+};
 constexpr int kGemmCols = 6;                   // output columns a kernel call keeps in registers
 constexpr int kGemmDepth = 256;                // input channels of one tap done (and F16 widened, reused over T) at once
                                                // (half as many by a kernel of 4 blocks: its widened weights stay in L1)
@@ -18,35 +25,40 @@ constexpr int64_t kGemmSpan = 42 * kGemmCols;  // columns done over all taps bef
 alignas(64) const float kZeros[kGemmDepth] = {};
 
 // out[r][n] (RB blocks of rows, NC columns) = (first ? bias : out) + sum over i < depth of w[r][i] * cols[n][i],
-// w[r] at w + r * wstride. Every row sums in the same order whatever RB and NC.
-template <int NC, int RB>
+// w[r] at w + r * wstride, in vectors of L rows. Every row sums in the same order whatever RB, NC and L.
+template <int L, int NC, int RB>
 inline __attribute__((always_inline)) void gemm_tile(const float *w, int64_t wstride, const float *const *cols, int64_t depth,
                                                      float *const (*out)[kGemmCols], bool first, const float *const *bias) {
-    vrow acc[RB][NC];
+    using V = typename Lanes<L>::type;
+    constexpr int S = kPackRows / L;  // vectors per block
+    V acc[RB * S][NC];
     for (int r = 0; r < RB; r++)
-        for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[r][n], first ? bias[r] : out[r][n], sizeof(vrow));
+        for (int s = 0; s < S; s++)
+            for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[r * S + s][n], (first ? bias[r] : out[r][n]) + s * L, sizeof(V));
     for (int64_t i = 0; i < depth; i++) {
-        vrow wv[RB];
-        for (int r = 0; r < RB; r++) __builtin_memcpy(&wv[r], w + r * wstride + i * kPackRows, sizeof(vrow));
+        V wv[RB * S];
+        for (int r = 0; r < RB; r++)
+            for (int s = 0; s < S; s++) __builtin_memcpy(&wv[r * S + s], w + r * wstride + i * kPackRows + s * L, sizeof(V));
         for (int n = 0; n < NC; n++) {
             const float xv = cols[n][i];
-            for (int r = 0; r < RB; r++) acc[r][n] += wv[r] * xv;
+            for (int q = 0; q < RB * S; q++) acc[q][n] += wv[q] * xv;
         }
     }
     for (int r = 0; r < RB; r++)
-        for (int n = 0; n < NC; n++) __builtin_memcpy(out[r][n], &acc[r][n], sizeof(vrow));
+        for (int s = 0; s < S; s++)
+            for (int n = 0; n < NC; n++) __builtin_memcpy(out[r][n] + s * L, &acc[r * S + s][n], sizeof(V));
 }
 
-template <int RB>
+template <int L, int RB>
 inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, int64_t wstride, const float *const *cols, int64_t depth,
                                                      float *const (*out)[kGemmCols], bool first, const float *const *bias) {
     switch (nc) {
-        case 1: gemm_tile<1, RB>(w, wstride, cols, depth, out, first, bias); break;
-        case 2: gemm_tile<2, RB>(w, wstride, cols, depth, out, first, bias); break;
-        case 3: gemm_tile<3, RB>(w, wstride, cols, depth, out, first, bias); break;
-        case 4: gemm_tile<4, RB>(w, wstride, cols, depth, out, first, bias); break;
-        case 5: gemm_tile<5, RB>(w, wstride, cols, depth, out, first, bias); break;
-        default: gemm_tile<kGemmCols, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 1: gemm_tile<L, 1, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 2: gemm_tile<L, 2, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 3: gemm_tile<L, 3, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 4: gemm_tile<L, 4, RB>(w, wstride, cols, depth, out, first, bias); break;
+        case 5: gemm_tile<L, 5, RB>(w, wstride, cols, depth, out, first, bias); break;
+        default: gemm_tile<L, kGemmCols, RB>(w, wstride, cols, depth, out, first, bias); break;
     }
 }
 
@@ -118,8 +130,8 @@ struct Taps {
     }
 };
 
-// RB blocks of rows at a time where the registers allow (the rest two or one at a time)
-template <int RB>
+// RB blocks of rows at a time where the registers allow (the rest two or one at a time), in vectors of L floats
+template <int L, int RB>
 inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
     const ConvShape &c = *static_cast<const ConvShape *>(userdata);
     const ggml_tensor *x = dst->src[0], *w = dst->src[1];
@@ -174,11 +186,11 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
                             out[0][n] = spill + n * kPackRows;
                         }
                     }
-                    if (rb == RB) gemm_cols<RB>(nc, wp, wstride, cols, depth, out, first, bv);
+                    if (rb == RB) gemm_cols<L, RB>(nc, wp, wstride, cols, depth, out, first, bv);
                     else if constexpr (RB > 2) {  // (below 3 blocks the rest is one block at a time)
-                        if (rb == 2) gemm_cols<2>(nc, wp, wstride, cols, depth, out, first, bv);
-                        else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
-                    } else gemm_cols<1>(nc, wp, wstride, cols, depth, out, first, bv);
+                        if (rb == 2) gemm_cols<L, 2>(nc, wp, wstride, cols, depth, out, first, bv);
+                        else gemm_cols<L, 1>(nc, wp, wstride, cols, depth, out, first, bv);
+                    } else gemm_cols<L, 1>(nc, wp, wstride, cols, depth, out, first, bv);
                     if (partial)
                         for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
                 }
@@ -201,19 +213,19 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
 // conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
 // features, so the choice is made here)
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<4>(d, i, n, u); }
-__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
+__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<16, 4>(d, i, n, u); }
+__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<8, 1>(d, i, n, u); }
 using Kernel = void (*)(ggml_tensor *, int, int, void *);
 static Kernel kernel() {
     static const Kernel k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
                             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
-                                                                                               : conv_gemm<1>;
+                                                                                               : conv_gemm<4, 1>;
     return k;
 }
 void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { kernel()(d, i, n, u); }
-bool conv_gemm_fuses() { return kernel() != (Kernel)conv_gemm<1>; }  // (the baseline clone has no FMA)
+bool conv_gemm_fuses() { return kernel() != (Kernel)conv_gemm<4, 1>; }  // (the baseline clone has no FMA)
 #else
-void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<1>(d, i, n, u); }
+void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<4, 1>(d, i, n, u); }  // 128-bit vectors (NEON)
 bool conv_gemm_fuses() {
 #if defined(__FP_FAST_FMAF) || defined(__aarch64__)
     return true;
