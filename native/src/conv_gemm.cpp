@@ -12,7 +12,7 @@ namespace {
 
 // A block's kPackRows rows are held as kPackRows / L vectors of L floats, L the CPU's vector width:
 // a vector type wider than the target's registers is lowered by GCC through the stack, element
-// group by element group (16 floats on AVX2 ran ~10x slower than two 8-float vectors).
+// group by element group (the 0.6b codec on AVX2: 848 ms/frame with 16-float vectors, 96 with 8-float ones, 1 thread).
 // (a struct: GCC drops the attribute from an alias template)
 template <int L>
 struct Lanes {
