@@ -8,9 +8,8 @@ The same work as scripts/bench_kazetts.py (the Python engine): load with a short
 then the timed request, greedy, non-streaming text prompt, the x-vector speaker, audio for the
 first frame then every --chunk-frames. Prefill and the per-stage times are the engine's own
 per-request timings (kz_tts_result); first audio and the request's wall time are measured here,
-around the call, as the Python worker measures them. tts.h has no logit bias, so end-of-speech is
-not forbidden: a model that says it before --frames gives fewer frames, which scripts/bench.py
-reports as a failed row (the synthetic checkpoints never do on the bench's text).
+around the call, as the Python worker measures them. End-of-speech is forbidden until --frames
+(the request's min_frames), so every engine says exactly --frames frames.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ def main() -> None:
         return True
 
     start = time.perf_counter()
-    r = tts.synthesize(a.text, on_chunk=on_chunk, max_frames=a.frames, **options)
+    r = tts.synthesize(a.text, on_chunk=on_chunk, max_frames=a.frames, min_frames=a.frames, **options)
     request = time.perf_counter() - start
     save_codes(a.codes_out, r.codes)
     t = {name: ms / 1000 for name, ms in r.timings.items()}

@@ -91,6 +91,20 @@ def test_native_default_request_is_the_reference_sampling():
     assert r.greedy == defaults.greedy
     for name, field in native_tts.SAMPLING_FIELDS.items():
         assert getattr(r, field) == getattr(defaults, name), name
+    assert r.min_frames == defaults.talker().min_new_tokens == 2  # the reference's min_new_tokens
+
+
+def test_min_frames_bans_end_of_speech_until_reached(engines):
+    """A request's min_frames keeps a piece going past the end-of-speech it would say, on the same
+    path until then; the budget still ends it."""
+    tts, options = engines(), {"speaker": "vivian", "greedy": True, "text_streaming": False}
+    plain = tts.synthesize("Bonjour.", max_frames=60, **options)
+    n = plain.codes.shape[0]
+    assert plain.stop_reason == "eos" and n < 50  # the tiny model ends this text itself
+    longer = tts.synthesize("Bonjour.", max_frames=n + 5, min_frames=n + 5, **options)
+    assert longer.stop_reason == "budget" and longer.codes.shape[0] == n + 5
+    assert np.array_equal(longer.codes[:n], plain.codes)
+    assert tts.synthesize("Bonjour.", max_frames=60, min_frames=n, **options).codes.shape[0] == n
 
 
 @pytest.mark.parametrize("name, value", [("temperature", 0.0), ("temperature", float("inf")), ("top_k", -1),
@@ -159,6 +173,7 @@ def test_cancel_from_another_thread_then_synthesize_again(engines):
     ("Hi.", {"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
     ("Hi.", {"language": "klingon"}, "unknown language 'klingon'; choose one of"),
     ("Hi.", {"chunk_frames": 0}, "chunk_frames must be >= 1"),
+    ("Hi.", {"min_frames": -1}, "min_frames must be >= 0"),
     ("Hi.", {"temperature": 0.0}, "temperature must be > 0"),
     ("Hi.", {"top_p": 0.0}, "top_p must be in"),
     ("Hi.", {"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "give either a speaker name or"),
@@ -209,7 +224,8 @@ def test_model_info(engines):
 
 def _talker_choose(logits, eos, history, config: SamplerConfig, rng: native.Rng | None):
     r, _ = native_tts.request(greedy=config.greedy, temperature=config.temperature, top_k=config.top_k,
-                              top_p=config.top_p, repetition_penalty=config.repetition_penalty)
+                              top_p=config.top_p, repetition_penalty=config.repetition_penalty,
+                              min_frames=config.min_new_tokens)
     logits = np.ascontiguousarray(logits, dtype=np.float32)
     h = np.asarray(history, dtype=np.int32)
     return native_tts.lib().kz_talker_choose(logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), len(logits), eos,
@@ -234,6 +250,27 @@ def test_talker_sampler_is_the_numpy_one(config):
             got = _talker_choose(row, eos, history, config, None if config.greedy else c_rng)
             assert got == want, f"{name}: step {len(history)}"
         assert py_rng.state.value == c_rng.state.value
+
+
+@pytest.mark.parametrize("min_new_tokens", [0, 2, 5])
+@pytest.mark.parametrize("greedy", [True, False])
+def test_talker_end_of_speech_ban_is_the_numpy_one(min_new_tokens, greedy):
+    """On logits where end-of-speech leads by far, both rules ban it exactly while fewer than
+    min_new_tokens ids were generated (the request's min_frames)."""
+    vocab, eos = 3072, 2150
+    config = SamplerConfig(greedy=greedy, min_new_tokens=min_new_tokens)
+    sampler = TalkerSampler.for_talker(vocab, eos, config)
+    py_rng, c_rng = native.Rng(3), native.Rng(3)
+    row = np.random.default_rng(0).standard_normal(vocab).astype(np.float32)
+    row[eos] = 40.0
+    for step in range(7):
+        history = list(sampler.history)
+        want = sampler.choose(row.copy(), None if greedy else py_rng)
+        got = _talker_choose(row, eos, history, config, None if greedy else c_rng)
+        assert got == want and (got == eos) == (step >= min_new_tokens), f"step {step}"
+    r, _ = native_tts.request(min_frames=-1)
+    assert native_tts.lib().kz_talker_choose(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), vocab, eos, None, 0,
+                                             ctypes.byref(r), None) == -1
 
 
 def _split_texts():

@@ -39,7 +39,7 @@ class Request(ctypes.Structure):
                 ("temperature", ctypes.c_float), ("top_k", ctypes.c_int32), ("top_p", ctypes.c_float),
                 ("repetition_penalty", ctypes.c_float), ("cp_temperature", ctypes.c_float),
                 ("cp_top_k", ctypes.c_int32), ("cp_top_p", ctypes.c_float), ("seed", ctypes.c_int64),
-                ("max_frames", ctypes.c_int32), ("chunk_frames", ctypes.c_int32)]
+                ("max_frames", ctypes.c_int32), ("chunk_frames", ctypes.c_int32), ("min_frames", ctypes.c_int32)]
 
 
 class Chunk(ctypes.Structure):
@@ -106,9 +106,10 @@ SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
 def request(speaker: str | None = None, language: str = "auto", instruct: str | None = None,
             speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
             seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
-            **sampling) -> tuple[Request, list]:
+            min_frames: int | None = None, **sampling) -> tuple[Request, list]:
     """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
-    its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*); returns
+    its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*), plus the
+    native engine's own `min_frames` (None: the library's default, the reference's 2); returns
     it with the buffers it points to (keep them alive). The values go to the native checks as
     given: the library refuses bad ones."""
     r = lib().kz_tts_default_request()
@@ -123,6 +124,8 @@ def request(speaker: str | None = None, language: str = "auto", instruct: str | 
     r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
     r.max_frames = 0 if max_frames is None else int(max_frames)
     r.chunk_frames = int(chunk_frames)
+    if min_frames is not None:
+        r.min_frames = int(min_frames)
     for name, value in sampling.items():
         if name not in SAMPLING_FIELDS:
             raise TypeError(f"unknown request option {name!r}; the sampling options are {', '.join(SAMPLING_FIELDS)}")

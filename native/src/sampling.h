@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cp_sampling.h"
+#include "kazetts/tts.h"
 
 namespace kz {
 
@@ -17,12 +18,15 @@ struct SamplingConfig {
     int top_k = 50;
     float top_p = 1.0f;
     float repetition_penalty = 1.05f;
+    int min_new_tokens = 2;  // end-of-speech banned while fewer ids were generated
 };
+
+// A request's CB0 fields (kz_tts_request: the sampling ones and min_frames).
+SamplingConfig talker_sampling(const kz_tts_request &r);
 
 // One utterance's CB0 sampler: keeps the ids generated so far (HF's input_ids of talker.generate).
 class TalkerSampler {
   public:
-    static const int MIN_NEW_TOKENS = 2;
     static const int SUPPRESSED_SPECIALS = 1024;  // the last ids of the codec vocabulary, except eos
 
     TalkerSampler(const SamplingConfig &config, int vocab, int eos) : config_(config), vocab_(vocab), eos_(eos) {}

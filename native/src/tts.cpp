@@ -250,6 +250,7 @@ void check_request(const kz_tts_request &r) {
     auto bad = [](const std::string &m) { throw Error(KZ_ERR_INVALID_ARGUMENT, m); };
     if (r.chunk_frames < 1) bad("chunk_frames must be >= 1, got " + std::to_string(r.chunk_frames));
     if (r.max_frames < 0) bad("max_frames must be >= 0 (0: a budget from the text), got " + std::to_string(r.max_frames));
+    if (r.min_frames < 0) bad("min_frames must be >= 0, got " + std::to_string(r.min_frames));
     if (r.xvector_len < 0 || (r.xvector_len > 0) != (r.xvector != nullptr)) bad("xvector and xvector_len disagree");
     // the ranges of kazetts.stages.sampling's checks, greedy or not (a bad value is a bad request)
     auto positive = [](float v) { return v > 0.0f && std::isfinite(v); };
@@ -306,8 +307,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
                  kz_tts_result &res) {
     const auto start = Clock::now();
     uint64_t state = r.seed >= 0 ? uint64_t(r.seed) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-    kz::SamplingConfig sc{r.greedy != 0, r.temperature, r.top_k, r.top_p, r.repetition_penalty};
-    kz::TalkerSampler sampler(sc, file->codec_vocab(), file->voices().codec_eos);
+    kz::TalkerSampler sampler(kz::talker_sampling(r), file->codec_vocab(), file->voices().codec_eos);
     kz_cp_sampling cps = kz_cp_default_sampling();
     cps.greedy = r.greedy != 0;
     cps.temperature = r.cp_temperature, cps.top_k = r.cp_top_k, cps.top_p = r.cp_top_p;
@@ -420,6 +420,7 @@ KZ_API kz_tts_request kz_tts_default_request(void) {
     r.repetition_penalty = 1.05f;
     r.seed = -1;
     r.chunk_frames = 4;
+    r.min_frames = kz::SamplingConfig{}.min_new_tokens;
     return r;
 }
 

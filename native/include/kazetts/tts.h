@@ -98,6 +98,8 @@ typedef struct kz_tts_request {
     int64_t seed;               /* >= 0: reproducible sampling; < 0 (default): a random seed */
     int32_t max_frames;         /* frames per piece; 0 (default): a budget from the piece's length */
     int32_t chunk_frames;       /* frames per codec push after a piece's first frame; default 4 */
+    int32_t min_frames;         /* end-of-speech banned until a piece has this many frames: 2 (the
+                                 * reference's min_new_tokens); a piece still ends at its budget */
 } kz_tts_request;
 
 KZ_API kz_tts_request kz_tts_default_request(void);
@@ -155,9 +157,9 @@ KZ_API int32_t kz_text_split(const char *text, int32_t max_chars, int32_t *ends,
 
 /* The talker's CB0 rule on its own (what synthesize applies to every step): on the raw codec
  * logits [vocab], the repetition penalty over the distinct ids in history, end-of-speech banned
- * while fewer than 2 ids were generated, the last 1024 ids but eos suppressed, then greedy
- * argmax or temperature / top-k / top-p and one draw from rng_state (request's sampling fields).
- * Returns the id, or -1 for a bad argument. */
+ * while fewer than min_frames ids were generated, the last 1024 ids but eos suppressed, then
+ * greedy argmax or temperature / top-k / top-p and one draw from rng_state (the request's
+ * sampling fields and min_frames). Returns the id, or -1 for a bad argument. */
 KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos, const int32_t *history,
                                 int32_t n_history, const kz_tts_request *sampling, uint64_t *rng_state);
 
