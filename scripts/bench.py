@@ -100,9 +100,10 @@ def xvector(ck: pathlib.Path, wav: pathlib.Path) -> pathlib.Path:
 
 
 def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path,
-               prompt: str = bench_report.NON_STREAMING, model: str = BASE) -> dict:
+               prompt: str = bench_report.NON_STREAMING, model: str = BASE, forced: str | None = None) -> dict:
     """One engine, model, weight type, thread count (and for kazetts text prompt) in its own
-    process -> a row of the table."""
+    process -> a row of the table. `forced`: the F32 row's codes file, for the Python engine's
+    teacher-forced agreement."""
     row = {"engine": engine, "model": model, "weights": weights, "threads": threads, "prompt": prompt}
     speaker = ["--speaker", voice["speaker"]] if model == CUSTOM_VOICE else ["--xvector", str(voice["xvector"])]
     work = [*speaker, "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames), "--threads", str(threads)]
@@ -127,6 +128,8 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
             raise ValueError(f"{row['frames']} frames instead of {a.frames}")
         if engine in WORKERS:
             row["codes_file"] = str(codes)
+        if forced and engine == "kazetts" and weights != "f32":
+            row.update(forced_run(cmd, forced, threads))
     except (ValueError, IndexError) as err:  # also: no JSON line, or not JSON
         row["error"] = str(err)
         print(f"{bench_report.label(row)} failed ({err}); its output ends with:\n{(r.stdout + r.stderr)[-3000:]}",
@@ -135,16 +138,30 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
     return row
 
 
+def forced_run(cmd: list[str], forced: str, threads: int) -> dict:
+    """The Python engine's teacher-forced shares on the F32 codes (bench_kazetts.py --forced-codes),
+    untimed, in a process of its own."""
+    f = run_measured(cmd + ["--forced-codes", forced], env={"OMP_THREAD_LIMIT": str(threads)})
+    if f.returncode != 0:
+        print((f.stdout + f.stderr)[-3000:], file=sys.stderr)
+        raise ValueError(f"teacher-forced run: exit status {f.returncode}")
+    return f.result()
+
+
+def f32_codes(rows: list[dict], model: str, threads: int, prompt: str) -> str | None:
+    """The codes file of this run's kazetts F32 row of that model, thread count and prompt, if any."""
+    return next((r["codes_file"] for r in rows if r["engine"] == "kazetts" and r["weights"] == "f32"
+                 and (r["model"], r["threads"], r["prompt"]) == (model, threads, prompt) and r.get("codes_file")), None)
+
+
 def codes_agreement(rows: list[dict]) -> None:
     """Sets each kazetts row's share of greedy codes equal to the kazetts F32 row's (same model,
     threads and prompt; frames it lacks count as different) and the first frame that differs."""
-    anchors = {(r["model"], r["threads"], r["prompt"]): np.load(r["codes_file"]) for r in rows
-               if r["engine"] == "kazetts" and r["weights"] == "f32" and r.get("codes_file")}
     for row in rows:
-        f32 = anchors.get((row["model"], row["threads"], row["prompt"]))
-        if f32 is None or not row.get("codes_file"):
+        anchor = f32_codes(rows, row["model"], row["threads"], row["prompt"])
+        if anchor is None or not row.get("codes_file"):
             continue
-        codes = np.load(row["codes_file"])
+        f32, codes = np.load(anchor), np.load(row["codes_file"])
         n = min(len(codes), len(f32))
         same = codes[:n] == f32[:n]
         row["codes_equal_f32"] = float(same.sum() / f32.size)
@@ -190,7 +207,9 @@ def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: fl
                 "'streaming text' rows), x-vector speaker (CustomVoice: its first speaker by name); weights "
                 "T/C: talker T, mmproj (code predictor) C, Q4 files made by `kazetts quantize` from the F32 "
                 "ones; codes = F32: share of the request's greedy codes equal to the kazetts F32 files' "
-                f"(and the first frame that differs); kazetts codec weights {a.codec}, audio for the "
+                "(and the first frame that differs), and for the Python engine's rows, teacher-forced on "
+                "the F32 codes (every frame starts from them), the shares of its CB0 / CB1-15 picks "
+                f"equal to them; kazetts codec weights {a.codec}, audio for the "
                 f"first frame then every {a.chunk_frames} frames; reference float32 SDPA")
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
@@ -247,7 +266,8 @@ def main() -> int:
 
     rows = []
     for threads, model, engine, weights, prompt in runs:
-        rows.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model))
+        rows.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model,
+                               f32_codes(rows, model, threads, prompt)))
         print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
     codes_agreement(rows)
     meta = machine()

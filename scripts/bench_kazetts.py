@@ -2,12 +2,15 @@
 
     .venv/bin/python scripts/bench_kazetts.py TALKER MMPROJ (--xvector X.npy | --speaker NAME) --text T
                      --frames N --threads N [--text-streaming] [--codec-threads N] [--codes-out CODES.npy]
+                     [--forced-codes F32.npy]
 
 Prints one JSON line: load (with a short warm-up request, as llama-tts warms up while loading),
 then for the timed request prefill, talker, code predictor and codec seconds, first audio and
 the request's wall time. End-of-speech is forbidden so that every engine says `--frames` frames.
 `--codes-out` saves the request's greedy codes [frames, 16] (scripts/bench.py holds them against
-F32's).
+F32's). With `--forced-codes` it times nothing: it runs the request teacher-forced on those codes
+of another run (scripts/bench.py: the F32 files') and prints the shares of its greedy CB0 and
+CB1..15 picks equal to them (a process of its own, so the timed one's peak RSS is the request's).
 """
 
 from __future__ import annotations
@@ -42,6 +45,41 @@ def forbid_eos(tts: TTS) -> None:
     tts.talker.step = step_without_eos
 
 
+class ForcedFrames:
+    """Teacher forcing on another run's codes: every frame the talker and the code predictor start
+    from that run's codes so far (its CB0 in the repetition penalty's history too), and their own
+    greedy picks are counted against its codes. One early difference then changes nothing after
+    it, unlike the free-running share, which falls to ~0 after the first flip."""
+
+    def __init__(self, code_predictor, codes: np.ndarray, sampler):
+        self.code_predictor, self.codes, self.sampler = code_predictor, codes, sampler
+        self.cb0_equal = self.cp_equal = 0
+
+    def predict(self, hidden: np.ndarray, cb0: int, frame: int) -> tuple[np.ndarray, np.ndarray]:
+        want = self.codes[frame].astype(np.int32)
+        self.cb0_equal += int(cb0 == want[0])
+        self.sampler.history[-1] = int(want[0])
+        rest, _ = self.code_predictor.predict(hidden, int(want[0]))
+        self.cp_equal += int((rest == want[1:]).sum())
+        return want, np.asarray(self.code_predictor.embed_codes(want), dtype=np.float32)
+
+
+def forced_agreement(tts: TTS, text: str, options: dict, codes: np.ndarray) -> dict:
+    """The request's greedy picks teacher-forced on `codes` [frames, 16] (ForcedFrames): the
+    shares of CB0 and of CB1..15 equal to them."""
+    from kazetts.engine.talker_loop import run_talker
+    from kazetts.stages.prompt import build_prompt, chat_text
+    from kazetts.stages.sampling import Sampling, TalkerSampler
+
+    prompt = build_prompt(tts.talker.file, tts.voices, tts.talker.tokenize(chat_text(text)),
+                          language=options["language"], speaker=options.get("speaker"),
+                          speaker_embedding=options.get("speaker_embedding"), text_streaming=options["text_streaming"])
+    sampler = TalkerSampler.for_talker(tts.talker.file.codec_vocab_size, tts.voices.codec_eos, Sampling(greedy=True).talker())
+    forced = ForcedFrames(tts.code_predictor, codes, sampler)
+    run_talker(tts.talker, prompt, sampler, forced, len(codes))
+    return {"forced_cb0_equal": forced.cb0_equal / len(codes), "forced_cp_equal": forced.cp_equal / (15 * len(codes))}
+
+
 def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     """A kazetts worker's command line (scripts/bench.py's run_engine) and the request options
     every kazetts engine gets: greedy, the x-vector (Base) or named (CustomVoice) speaker, the
@@ -63,6 +101,8 @@ def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     ap.add_argument("--text-streaming", action="store_true",
                     help="the streaming-text prompt (the reference's default) instead of the non-streaming one")
     ap.add_argument("--codes-out", type=pathlib.Path, help=".npy file for the request's codes [frames, 16]")
+    ap.add_argument("--forced-codes", type=pathlib.Path,
+                    help="kazetts engine: .npy codes [frames, 16] of another run to teacher-force the request on")
     a = ap.parse_args()
     voice = dict(speaker=a.speaker) if a.speaker else dict(speaker_embedding=np.load(a.xvector))
     return a, dict(language=a.language, text_streaming=a.text_streaming, greedy=True, chunk_frames=a.chunk_frames,
@@ -82,6 +122,9 @@ def main() -> None:
     start = time.perf_counter()
     tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec, codec_threads=a.codec_threads)
     forbid_eos(tts)
+    if a.forced_codes:
+        print(json.dumps(forced_agreement(tts, a.text, options, np.load(a.forced_codes)[:a.frames])))
+        return
     for _ in tts.stream(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options):
         pass
     load, load_rss = time.perf_counter() - start, peak_rss_mb()

@@ -62,12 +62,15 @@ def label(row: dict) -> str:
 
 
 def codes_cell(row: dict) -> str:
-    """Share of greedy codes equal to F32's, and the first frame that differs."""
+    """Share of greedy codes equal to F32's, the first frame that differs, and teacher-forced on
+    F32's codes the shares of CB0 / CB1-15 picks equal to them."""
     share = row.get("codes_equal_f32")
     if share is None:
         return "n/a"
     first = row.get("first_frame_unlike_f32")
-    return f"{100 * share:.1f}%" + ("" if first is None else f" (frame {first})")
+    forced = (f"; forced {100 * row['forced_cb0_equal']:.1f}% / {100 * row['forced_cp_equal']:.1f}%"
+              if "forced_cb0_equal" in row else "")
+    return f"{100 * share:.1f}%" + ("" if first is None else f" (frame {first})") + forced
 
 
 def _cell(value, fmt: str) -> str:

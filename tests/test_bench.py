@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -106,14 +107,57 @@ def test_codes_are_held_against_f32(tmp_path):
         rows.append(_row("kazetts", weights=weights, prompt="non-streaming", model="base",
                          codes_file=str(tmp_path / f"{weights}.npy")))
     rows.append(_row("llama-tts", prompt="non-streaming", model="base"))
+    rows[1].update(forced_cb0_equal=0.75, forced_cp_equal=0.9)
+    assert bench.f32_codes(rows, "base", 2, "non-streaming") == str(tmp_path / "f32.npy")
+    assert bench.f32_codes(rows, "base", 1, "non-streaming") is None
     bench.codes_agreement(rows)
     assert rows[0]["codes_equal_f32"] == 1.0 and rows[0]["first_frame_unlike_f32"] is None
     assert rows[1]["codes_equal_f32"] == 63 / 64 and rows[1]["first_frame_unlike_f32"] == 2
     assert rows[2]["codes_equal_f32"] == 48 / 64 and rows[2]["first_frame_unlike_f32"] == 3  # a missing frame differs
     assert "codes_equal_f32" not in rows[3]
     cells = [line.rsplit(" | ", 2)[-2:] for line in bench_report.table(rows).splitlines()[2:]]
-    assert cells == [["1000", "100.0% |"], ["1000", "98.4% (frame 2) |"], ["1000", "75.0% (frame 3) |"],
-                     ["1000", "n/a |"]]
+    assert cells == [["1000", "100.0% |"], ["1000", "98.4% (frame 2); forced 75.0% / 90.0% |"],
+                     ["1000", "75.0% (frame 3) |"], ["1000", "n/a |"]]
+
+
+def test_forced_agreement_counts_the_picks_against_the_forced_codes(tiny_gguf):
+    """Teacher-forced on its own greedy codes a model agrees fully; on codes whose CB1..15 are
+    not its own, its code predictor's picks almost never equal them."""
+    import bench_kazetts
+    from kazetts.engine.tts import TTS
+
+    tts = TTS(*tiny_gguf(), threads=2, codec_weights="f32")
+    options = dict(language="auto", text_streaming=False, greedy=True, speaker="vivian")
+    text, codes = "One two three.", []
+    for _ in tts.stream(text, max_frames=12, codes_out=codes, **options):
+        pass
+    codes = np.asarray(codes, dtype=np.int32).reshape(-1, 16)
+    assert len(codes) == 12
+    assert bench_kazetts.forced_agreement(tts, text, options, codes) == {"forced_cb0_equal": 1.0, "forced_cp_equal": 1.0}
+    other = codes.copy()
+    other[:, 1:] = (other[:, 1:] + 1) % (codes.max() + 1)
+    assert bench_kazetts.forced_agreement(tts, text, options, other)["forced_cp_equal"] < 0.1
+
+
+def test_forced_frames_feed_the_forced_codes_back():
+    """What the talker gets back is the forced frame (codes, their embedding, CB0 in the
+    penalty's history), whatever the model picked."""
+    import bench_kazetts
+
+    class Predictor:
+        def predict(self, hidden, cb0):
+            return np.full(15, 7, np.int32), None
+
+        def embed_codes(self, codes):
+            return codes.astype(np.float32) * 2
+
+    forced = np.arange(32, dtype=np.int32).reshape(2, 16)
+    forced[1, 1:4] = 7
+    sampler = types.SimpleNamespace(history=[5, 9])  # the model picked 9 at frame 1
+    frames = bench_kazetts.ForcedFrames(Predictor(), forced, sampler)
+    codes, embedding = frames.predict(np.zeros(4, np.float32), 9, 1)
+    assert np.array_equal(codes, forced[1]) and np.array_equal(embedding, forced[1] * 2.0)
+    assert sampler.history == [5, 16] and frames.cb0_equal == 0 and frames.cp_equal == 3
 
 
 def test_custom_voice_rows_are_not_held_against_base_peers():
