@@ -44,6 +44,14 @@ def test_say_to_stdout_is_raw_pcm(model_dir):
     assert b"first audio after" in result.stderr
 
 
+def test_warnings_are_one_line_naming_the_command(model_dir, tmp_path):
+    """A piece cut at its budget is a warning in the errors' form, not Python's file:line and source."""
+    result = kazetts("say", "Hi.", "-o", tmp_path / "hi.wav", "--model", model_dir, "--speaker", "vivian", "--greedy")
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stderr.decode().splitlines() == [
+        "kazetts say: warning: piece 1/1 reached its budget of 104 frames without end-of-speech; it was cut there"]
+
+
 def test_voices_lists_speakers_and_languages(model_dir):
     result = kazetts("voices", model_dir)
     text = result.stdout.decode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from kazetts import __version__
 from kazetts.cli import enroll as cli_enroll
@@ -84,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     bad file or failed native stage; 1: a kazetts bug, shown in full with KAZETTS_DEBUG=1)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            if not os.environ.get(DEBUG_ENV):
+                warnings.showwarning = _warning_in_one_line(args.command)
+            return args.func(args)
     except (ValueError, OSError, KazettsError, ImportError) as e:
         if os.environ.get(DEBUG_ENV):
             raise
@@ -101,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kazetts {args.command}: internal error: {type(e).__name__}: {_one_line(e)} "
               f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         return 1
+
+
+def _warning_in_one_line(command: str):
+    """A warning as the errors are shown: one line naming the command, not the library's file and line."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"kazetts {command}: warning: {_one_line(message)}", file=sys.stderr if file is None else file)
+    return show
 
 
 def _one_line(error: BaseException) -> str:
