@@ -96,15 +96,15 @@ pip-check: setup
 # into the non-instrumented Python, with libstdc++ so that exceptions work).
 # `make fuzz` (mk/fuzz.mk) runs the file readers on the same build.
 ASAN_LIB   := build/asan/libkazetts.so
+ASAN_RUN   := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	KAZETTS_NATIVE_LIB=$(ASAN_LIB)
+	$(ASAN_RUN) KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py tests/test_speaker_encoder.py tests/test_voice_clone.py
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or text_split or talker_sampler or end_of_speech or min_frames or rng or model_info or \
 	base_xvector or seed and 3
-$(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC)
+$(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DKAZETTS_GOLDEN_CHECK=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
 	cmake --build build/asan -j2
@@ -113,8 +113,7 @@ $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC)
 asan: setup $(ASAN_LIB)
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300 and not front_end and not llama_cpp_made"
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		build/asan/tests/golden_check --stage "conv gemm"
+	$(ASAN_RUN) build/asan/tests/golden_check --stage "conv gemm"
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)

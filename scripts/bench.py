@@ -128,24 +128,28 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
             raise ValueError(f"{row['frames']} frames instead of {a.frames}")
         if engine in WORKERS:
             row["codes_file"] = str(codes)
-        if forced and engine == "kazetts" and weights != "f32":
-            row.update(forced_run(cmd, forced, threads))
     except (ValueError, IndexError) as err:  # also: no JSON line, or not JSON
         row["error"] = str(err)
         print(f"{bench_report.label(row)} failed ({err}); its output ends with:\n{(r.stdout + r.stderr)[-3000:]}",
               file=sys.stderr)
     row["peak_rss_mb"] = r.peak_rss_mb
+    if forced and engine == "kazetts" and weights != "f32" and not row.get("error"):
+        row.update(forced_run(cmd, forced, threads))
     return row
 
 
 def forced_run(cmd: list[str], forced: str, threads: int) -> dict:
     """The Python engine's teacher-forced shares on the F32 codes (bench_kazetts.py --forced-codes),
-    untimed, in a process of its own."""
+    untimed, in a process of its own; a failure is its own error (the timed row stands) and fails
+    the run."""
     f = run_measured(cmd + ["--forced-codes", forced], env={"OMP_THREAD_LIMIT": str(threads)})
-    if f.returncode != 0:
-        print((f.stdout + f.stderr)[-3000:], file=sys.stderr)
-        raise ValueError(f"teacher-forced run: exit status {f.returncode}")
-    return f.result()
+    try:
+        if f.returncode != 0:
+            raise ValueError(f"exit status {f.returncode}")
+        return f.result()
+    except (ValueError, IndexError) as err:
+        print(f"teacher-forced run failed ({err}); its output ends with:\n{(f.stdout + f.stderr)[-3000:]}", file=sys.stderr)
+        return {"forced_error": str(err)}
 
 
 def f32_codes(rows: list[dict], model: str, threads: int, prompt: str) -> str | None:
@@ -284,7 +288,7 @@ def main() -> int:
         if r.returncode != 0:
             print(f"chart failed:\n{r.stderr[-2000:]}", file=sys.stderr)
             return 1
-    return 1 if any(row.get("error") for row in rows) else 0
+    return 1 if any(row.get("error") or row.get("forced_error") for row in rows) else 0
 
 
 if __name__ == "__main__":

@@ -46,10 +46,12 @@ def forbid_eos(tts: TTS) -> None:
 
 
 class ForcedFrames:
-    """Teacher forcing on another run's codes: every frame the talker and the code predictor start
-    from that run's codes so far (its CB0 in the repetition penalty's history too), and their own
-    greedy picks are counted against its codes. One early difference then changes nothing after
-    it, unlike the free-running share, which falls to ~0 after the first flip."""
+    """Teacher forcing on another run's codes: every frame the talker starts from that run's
+    codes so far (its CB0 in the repetition penalty's history too) and the code predictor from
+    its CB0, and their own greedy picks are counted against its codes. A difference then changes
+    nothing in later frames, unlike the free-running share, which falls to ~0 after the first
+    flip; within a frame the code predictor still follows its own CB1.. picks (its API takes no
+    forced codes), so one wrong pick there can take the frame's later codebooks with it."""
 
     def __init__(self, code_predictor, codes: np.ndarray, sampler):
         self.code_predictor, self.codes, self.sampler = code_predictor, codes, sampler
@@ -66,14 +68,16 @@ class ForcedFrames:
 
 def forced_agreement(tts: TTS, text: str, options: dict, codes: np.ndarray) -> dict:
     """The request's greedy picks teacher-forced on `codes` [frames, 16] (ForcedFrames): the
-    shares of CB0 and of CB1..15 equal to them."""
+    shares of CB0 and of CB1..15 equal to them (frames not reached, after an end-of-speech,
+    count as different). `text` must be one piece (the benchmark's is)."""
     from kazetts.engine.talker_loop import run_talker
-    from kazetts.stages.prompt import build_prompt, chat_text
     from kazetts.stages.sampling import Sampling, TalkerSampler
 
-    prompt = build_prompt(tts.talker.file, tts.voices, tts.talker.tokenize(chat_text(text)),
-                          language=options["language"], speaker=options.get("speaker"),
-                          speaker_embedding=options.get("speaker_embedding"), text_streaming=options["text_streaming"])
+    pieces = tts._prompts(text, options.get("speaker"), options["language"], None, options.get("speaker_embedding"),
+                          options["text_streaming"], len(codes))
+    if len(pieces) != 1:
+        raise ValueError(f"the teacher-forced run takes a one-piece text, not {len(pieces)} pieces")
+    prompt = pieces[0][0]
     sampler = TalkerSampler.for_talker(tts.talker.file.codec_vocab_size, tts.voices.codec_eos, Sampling(greedy=True).talker())
     forced = ForcedFrames(tts.code_predictor, codes, sampler)
     run_talker(tts.talker, prompt, sampler, forced, len(codes))

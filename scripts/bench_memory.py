@@ -110,7 +110,7 @@ def native_engine(a, budget: Budget, options: dict):
     budget.mark("engine loaded (talker, code predictor, codec decoder)")
 
     def say(text, frames):
-        return len(tts.synthesize(text, max_frames=frames, **options).audio)
+        return len(tts.synthesize(text, max_frames=frames, min_frames=frames, **options).audio)  # exactly its frames
     return say
 
 

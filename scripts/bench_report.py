@@ -69,7 +69,7 @@ def codes_cell(row: dict) -> str:
         return "n/a"
     first = row.get("first_frame_unlike_f32")
     forced = (f"; forced {100 * row['forced_cb0_equal']:.1f}% / {100 * row['forced_cp_equal']:.1f}%"
-              if "forced_cb0_equal" in row else "")
+              if "forced_cb0_equal" in row else "; forced: FAILED" if row.get("forced_error") else "")
     return f"{100 * share:.1f}%" + ("" if first is None else f" (frame {first})") + forced
 
 

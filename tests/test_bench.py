@@ -108,6 +108,7 @@ def test_codes_are_held_against_f32(tmp_path):
                          codes_file=str(tmp_path / f"{weights}.npy")))
     rows.append(_row("llama-tts", prompt="non-streaming", model="base"))
     rows[1].update(forced_cb0_equal=0.75, forced_cp_equal=0.9)
+    rows[2]["forced_error"] = "exit status 1"
     assert bench.f32_codes(rows, "base", 2, "non-streaming") == str(tmp_path / "f32.npy")
     assert bench.f32_codes(rows, "base", 1, "non-streaming") is None
     bench.codes_agreement(rows)
@@ -117,7 +118,7 @@ def test_codes_are_held_against_f32(tmp_path):
     assert "codes_equal_f32" not in rows[3]
     cells = [line.rsplit(" | ", 2)[-2:] for line in bench_report.table(rows).splitlines()[2:]]
     assert cells == [["1000", "100.0% |"], ["1000", "98.4% (frame 2); forced 75.0% / 90.0% |"],
-                     ["1000", "75.0% (frame 3) |"], ["1000", "n/a |"]]
+                     ["1000", "75.0% (frame 3); forced: FAILED |"], ["1000", "n/a |"]]
 
 
 def test_forced_agreement_counts_the_picks_against_the_forced_codes(tiny_gguf):

@@ -111,11 +111,12 @@ struct Talker {
 };
 
 // HF greedy CB0 as kazetts.sampling.TalkerSampler: repetition penalty over the distinct ids
-// generated so far, EOS banned for the first MIN_NEW_TOKENS steps, control ids suppressed.
-int32_t greedy_cb0(const float *raw, int vocab, int eos, const std::set<int32_t> &history) {
+// generated so far (`history`, `generated` of them), EOS banned for the first MIN_NEW_TOKENS
+// steps, control ids suppressed.
+int32_t greedy_cb0(const float *raw, int vocab, int eos, const std::set<int32_t> &history, int generated) {
     std::vector<float> s(raw, raw + vocab);
     for (int32_t id : history) s[size_t(id)] = s[size_t(id)] < 0 ? s[size_t(id)] * REPETITION_PENALTY : s[size_t(id)] / REPETITION_PENALTY;
-    if (int(history.size()) < MIN_NEW_TOKENS) s[size_t(eos)] = -INFINITY;
+    if (generated < MIN_NEW_TOKENS) s[size_t(eos)] = -INFINITY;
     for (int id = vocab - SUPPRESSED_SPECIALS; id < vocab; ++id)
         if (id != eos) s[size_t(id)] = -INFINITY;
     return int32_t(argmax(s.data(), size_t(vocab)));
@@ -148,7 +149,7 @@ void check_talker(const GoldenCase &c, Report &report) {
     teacher_force(talker, c, calls, vocab, [&](int call, const float *hidden, const float *codec_logits) {
         min_hidden_cos = std::min(min_hidden_cos, cosine(hidden, &ref_hidden.f32[size_t(call) * size_t(talker.n_embd)], size_t(talker.n_embd)));
         min_logits_cos = std::min(min_logits_cos, cosine(codec_logits, &ref_logits.f32[size_t(call) * size_t(vocab)], size_t(vocab)));
-        int32_t cb0 = greedy_cb0(codec_logits, vocab, eos, history);
+        int32_t cb0 = greedy_cb0(codec_logits, vocab, eos, history, call);
         history.insert(cb0);
         if (call == calls - 1) {  // the reference's last call: EOS, or the frame budget ran out
             stopped_at_eos = cb0 == eos;

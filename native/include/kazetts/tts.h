@@ -78,7 +78,7 @@ typedef enum kz_tts_stop {
 /* One request. Strings are UTF-8; NULL or "" means "not given". The sampling defaults are the
  * reference's generate defaults (kazetts.stages.sampling, pinned by tests/test_native_engine.py);
  * their ranges are checked greedy or not: temperatures and the penalty finite and > 0, top-k
- * >= 0, top-p in (0, 1]. */
+ * >= 0, top-p in (0, 1]; and chunk_frames >= 1, max_frames and min_frames >= 0. */
 typedef struct kz_tts_request {
     uint32_t struct_size;       /* sizeof(kz_tts_request) */
     const char *speaker;        /* a named speaker (CustomVoice), case-insensitive */
