@@ -63,6 +63,8 @@ public final class KazeTts implements AutoCloseable {
         public int maxFrames;
         /** Frames per audio chunk after a piece's first frame (which comes alone). */
         public int chunkFrames;
+        /** End-of-speech is banned until a piece has this many frames (>= 0; default 2, the reference's). */
+        public int minFrames;
 
         public Options() {
             int[] ints = new int[INTS];
@@ -74,6 +76,7 @@ public final class KazeTts implements AutoCloseable {
             subtalkerTopK = ints[3];
             maxFrames = ints[4];
             chunkFrames = ints[5];
+            minFrames = ints[6];
             temperature = floats[0];
             topP = floats[1];
             repetitionPenalty = floats[2];
@@ -83,7 +86,7 @@ public final class KazeTts implements AutoCloseable {
 
         // the numbers of the request, in the JNI bridge's order (kazetts_jni.cpp: request_numbers)
         int[] ints() {
-            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, subtalkerTopK, maxFrames, chunkFrames};
+            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, subtalkerTopK, maxFrames, chunkFrames, minFrames};
         }
 
         float[] floats() {
@@ -91,7 +94,7 @@ public final class KazeTts implements AutoCloseable {
         }
     }
 
-    private static final int INTS = 6, FLOATS = 5;
+    private static final int INTS = 7, FLOATS = 5;
 
     /** Receives audio as frames are decoded, on the generating thread; return false to stop. */
     public interface ChunkCallback {

@@ -198,6 +198,24 @@ public final class KazeTtsTest {
                 }));
         check("usable after a callback exception", Arrays.equals(tts.generate(text, o), whole), "");
 
+        // minFrames: a piece the tiny model ends itself runs on past its end-of-speech, on the same path
+        KazeTts.Options m = new KazeTts.Options();
+        m.speaker = "vivian";
+        m.greedy = true;
+        m.textStreaming = false;
+        m.maxFrames = 60;
+        check("minFrames default", m.minFrames == 2, "" + m.minFrames);
+        KazeTts.Stats endStats = tts.generate("Bonjour.", m, (samples, codes, soFar) -> true);
+        int[] ended = tts.lastCodes();
+        m.minFrames = m.maxFrames = ended.length / 16 + 5;
+        tts.generate("Bonjour.", m);
+        int[] longer = tts.lastCodes();
+        check("minFrames bans end-of-speech", endStats.stopReason.equals("eos") && longer.length == 16 * m.maxFrames
+                && Arrays.equals(Arrays.copyOf(longer, ended.length), ended),
+                endStats.stopReason + " after " + ended.length / 16 + " frames; " + longer.length / 16 + " with minFrames");
+        m.minFrames = -1;
+        expectThrows("negative minFrames", IllegalArgumentException.class, () -> tts.generate("Bonjour.", m));
+
         // bad arguments are exceptions, before any audio
         KazeTts.Options bad = options(base);
         bad.speaker = "nobody";
