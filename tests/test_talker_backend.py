@@ -1,7 +1,8 @@
 """libkazetts' Q8_0 backend for the talker (kazetts/talker_backend.h): its one-column products (the
 decoding steps) and its many-column ones (the prefill, native/src/talker_gemm.h) equal ggml's mul_mat
-(its vec_dot and its GEMM) bit for bit, llama.cpp uses both for a Q8_0 talker, and
-KAZETTS_TALKER_BACKEND=0 keeps it out."""
+(its vec_dot and its GEMM) bit for bit, llama.cpp uses both for a Q8_0 talker (the steps' only
+off AMD CPUs), and KAZETTS_TALKER_BACKEND=0 / prefill / all keep it out / claim the prefill's /
+claim both."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def _run(path, steps):
 def test_a_q8_0_talker_decodes_through_it_with_ggml_s_results(tiny_gguf, monkeypatch):
     _kernel_or_skip()
     path = tiny_gguf("tiny", "custom_voice", "q8_0")[0]
-    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "1")
+    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "all")
     ours, prefill_calls, calls = _run(path, 6)
     assert LIB.kz_talker_backend_status().decode() == "avx512-vnni"
     step_calls = calls - prefill_calls
@@ -114,6 +115,44 @@ def test_a_q8_0_talker_decodes_through_it_with_ggml_s_results(tiny_gguf, monkeyp
     assert "off" in LIB.kz_talker_backend_status().decode() and off_calls == 0
     for (hidden_a, logits_a), (hidden_b, logits_b) in zip(ours, theirs):
         assert np.array_equal(hidden_a, hidden_b) and np.array_equal(logits_a, logits_b)
+
+
+def test_prefill_only_leaves_the_steps_to_ggml_with_the_same_results(tiny_gguf, monkeypatch):
+    """KAZETTS_TALKER_BACKEND=prefill (the default on AMD CPUs): the prefill's many-column products
+    run on the kernel, the steps' on ggml's loop; hidden states and logits stay ggml's."""
+    _columns_kernel_or_skip()
+    path = tiny_gguf("tiny", "custom_voice", "q8_0")[0]
+    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "all")
+    _, all_prefill_calls, all_calls = _run(path, 6)
+    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "prefill")
+    ours, prefill_calls, calls = _run(path, 6)
+    assert LIB.kz_talker_backend_status().decode() == "avx512-vnni (prefill only: KAZETTS_TALKER_BACKEND)"
+    assert calls == prefill_calls, "no step product runs on the kernel"
+    # the prefill's products but those of its output row alone (the last feed-forward and the head)
+    assert 0 < prefill_calls < all_prefill_calls
+    monkeypatch.setenv("KAZETTS_TALKER_BACKEND", "0")
+    theirs, _, _ = _run(path, 6)
+    for (hidden_a, logits_a), (hidden_b, logits_b) in zip(ours, theirs):
+        assert np.array_equal(hidden_a, hidden_b) and np.array_equal(logits_a, logits_b)
+
+
+def _cpu_vendor() -> str:
+    with open("/proc/cpuinfo") as info:
+        return next((line.split(":")[1].strip() for line in info if line.startswith("vendor_id")), "")
+
+
+def test_by_default_the_steps_stay_on_ggml_on_amd_cpus_only(tiny_gguf, monkeypatch):
+    """On AMD CPUs ggml's one-row loop outran the kernel (Zen 5): the default claims the prefill
+    only there, and both kinds of products elsewhere."""
+    _columns_kernel_or_skip()
+    monkeypatch.delenv("KAZETTS_TALKER_BACKEND", raising=False)
+    _, prefill_calls, calls = _run(tiny_gguf("tiny", "custom_voice", "q8_0")[0], 6)
+    status = LIB.kz_talker_backend_status().decode()
+    if _cpu_vendor() == "AuthenticAMD":
+        assert status == "avx512-vnni (prefill only: ggml's own loop is faster on this CPU)"
+        assert calls == prefill_calls > 0
+    else:
+        assert status == "avx512-vnni" and calls > prefill_calls > 0
 
 
 def test_an_f32_talker_never_reaches_it(tiny_gguf):

@@ -110,10 +110,10 @@ def release_file_pages(path: str | os.PathLike, offset: int, length: int) -> int
 
 
 def use_talker_backend() -> bool:
-    """Hands llama.cpp libkazetts' Q8_0 matrix kernels (one column: the steps; many: the prefill)
-    for the contexts created from now on (kz_talker_backend_setup: a ggml ACCEL backend,
-    process-wide; its products equal ggml's bit for bit). KAZETTS_TALKER_BACKEND=0 keeps ggml's
-    own. True when the kernel is in use."""
+    """Hands llama.cpp libkazetts' Q8_0 matrix kernels (one column: the steps, except on AMD CPUs;
+    many: the prefill) for the contexts created from now on (kz_talker_backend_setup: a ggml ACCEL
+    backend, process-wide; its products equal ggml's bit for bit). KAZETTS_TALKER_BACKEND=0 keeps
+    ggml's own, =prefill / =all claim the prefill's / both. True when a kernel is in use."""
     lib = bind({"kz_talker_backend_setup": (ctypes.c_int, [])})
     return bool(lib.kz_talker_backend_setup())
 

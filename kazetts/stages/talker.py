@@ -84,7 +84,7 @@ class Talker:
         # ggml_backend_amx_mul_mat on any batch of 2+ rows (see extra_buffers_are_safe): there,
         # plain CPU buffers.
         model_params.use_extra_bufts = extra_buffers_are_safe()
-        native.use_talker_backend()  # the decoding steps' Q8_0 products (see kazetts/talker_backend.h)
+        native.use_talker_backend()  # the talker's Q8_0 products (see kazetts/talker_backend.h)
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")

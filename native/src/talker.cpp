@@ -49,7 +49,7 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     std::call_once(backend, [] { llama_backend_init(); });
     llama_model_params mp = llama_model_default_params();
     kz_talker_model_params(&mp);
-    kz_talker_backend_setup();  // the decoding steps' Q8_0 products (see kazetts/talker_backend.h)
+    kz_talker_backend_setup();  // the talker's Q8_0 products (see kazetts/talker_backend.h)
     model_ = llama_model_load_from_file(path.c_str(), mp);
     if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
     vocab_ = llama_model_get_vocab(model_);

@@ -235,7 +235,9 @@ void rows_parallel(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_
 std::atomic<int64_t> calls{0};
 std::atomic<bool> enabled{false};
 std::atomic<bool> columns_on{false};  // the many-column kernel passed its probe
+std::atomic<bool> steps_on{false};    // one-column products are claimed (steps_wanted())
 RowsKernel active_kernel = nullptr;
+std::string isa_name;  // active_kernel's
 std::string status = "not set up";
 std::mutex setup_mutex;
 
@@ -258,6 +260,10 @@ bool q8_0_product(const ggml_tensor *op) {
 
 // one column: the one-column kernel's
 bool one_column(const ggml_tensor *op) { return q8_0_product(op) && op->src[1]->ne[1] == 1; }
+
+// What supported() claims: one-column products only while steps_on (graph_compute runs a split it
+// was given by shape alone, as for enabled)
+bool claimed_column(const ggml_tensor *op) { return steps_on.load(std::memory_order_relaxed) && one_column(op); }
 
 // ---- the many-column products (the prefill): talker_gemm.h -----------------------------------------
 // 2+ columns (any column stride, in floats), when that kernel passed its probe
@@ -283,7 +289,7 @@ void columns_product(Backend *b, ggml_tensor *node) {
 // ------------------------------------------------------------------------------------------------
 
 bool supported(const ggml_tensor *op) {
-    return enabled.load(std::memory_order_relaxed) && (one_column(op) || many_columns(op));
+    return enabled.load(std::memory_order_relaxed) && (claimed_column(op) || many_columns(op));
 }
 
 bool no_op(ggml_op op) {
@@ -434,9 +440,26 @@ double check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, ui
     });
 }
 
-bool wanted() {
+const char *setting() {
     const char *env = std::getenv("KAZETTS_TALKER_BACKEND");
-    return !(env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "off") == 0));
+    return env ? env : "";
+}
+
+bool wanted() { return !(std::strcmp(setting(), "0") == 0 || std::strcmp(setting(), "off") == 0); }
+
+// Whether the one-column kernel takes the steps. On AMD (Zen 5, measured 2026-12-02) ggml's loop,
+// one row after another, already streams at the memory bus's speed (~35 GB/s on 2 cores), and the
+// four interleaved row streams of the kernel defeat the hardware prefetcher there: it reads at
+// ~0.85x ggml's, and the splits cost ~1 ms a step on top. On the Xeon it read at 1.5x ggml's.
+// KAZETTS_TALKER_BACKEND=all / =prefill override the choice (A/B measurements, tests).
+bool steps_wanted() {
+    if (std::strcmp(setting(), "all") == 0) return true;
+    if (std::strcmp(setting(), "prefill") == 0) return false;
+#if defined(__x86_64__)
+    return !__builtin_cpu_is("amd");
+#else
+    return true;
+#endif
 }
 
 }  // namespace
@@ -448,34 +471,38 @@ int setup() {
         status = "off (KAZETTS_TALKER_BACKEND)";
         return 0;
     }
-    if (active_kernel) {
-        enabled = true;
-        return 1;
+    if (!active_kernel) {
+        const q8::Isa isa = q8::best_isa();
+        RowsKernel kernel = kernel_of(isa);
+        if (!kernel) {
+            status = "off (no kernel for this CPU: ggml's own product)";
+            return 0;
+        }
+        if (std::strcmp(ggml_version(), MIRRORED_GGML) != 0) {
+            status = std::string("off (ggml ") + ggml_version() + ", the backend structures are those of ggml " + MIRRORED_GGML + ")";
+            return 0;
+        }
+        // the probe: rows not a multiple of 4 and 2 threads cover every kernel path
+        if (check(kernel, 70, 1024, 1, 2) != 0.0) {
+            status = "off (the kernel does not reproduce this ggml's Q8_0 product bit for bit)";
+            return 0;
+        }
+        // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
+        columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1024, 1, 2, false) == 0.0;
+        static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
+        device().reg = &reg;
+        active_kernel = kernel;
+        isa_name = q8::isa_name(isa);
+        ggml_backend_register(&reg);
     }
-    const q8::Isa isa = q8::best_isa();
-    RowsKernel kernel = kernel_of(isa);
-    if (!kernel) {
-        status = "off (no kernel for this CPU: ggml's own product)";
-        return 0;
-    }
-    if (std::strcmp(ggml_version(), MIRRORED_GGML) != 0) {
-        status = std::string("off (ggml ") + ggml_version() + ", the backend structures are those of ggml " + MIRRORED_GGML + ")";
-        return 0;
-    }
-    // the probe: rows not a multiple of 4 and 2 threads cover every kernel path
-    if (check(kernel, 70, 1024, 1, 2) != 0.0) {
-        status = "off (the kernel does not reproduce this ggml's Q8_0 product bit for bit)";
-        return 0;
-    }
-    // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
-    columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1024, 1, 2, false) == 0.0;
-    static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
-    device().reg = &reg;
-    active_kernel = kernel;
-    enabled = true;
-    ggml_backend_register(&reg);
-    status = std::string(q8::isa_name(isa)) + (columns_on.load() ? "" : " (one column only)");
-    return 1;
+    steps_on = steps_wanted();
+    enabled = steps_on || columns_on;
+    status = !enabled          ? "off (KAZETTS_TALKER_BACKEND=prefill, and the many-column kernel failed its probe)"
+             : !columns_on     ? isa_name + " (one column only)"
+             : steps_on        ? isa_name
+             : std::strcmp(setting(), "prefill") == 0 ? isa_name + " (prefill only: KAZETTS_TALKER_BACKEND)"
+                                                      : isa_name + " (prefill only: ggml's own loop is faster on this CPU)";
+    return enabled ? 1 : 0;
 }
 
 }  // namespace kz::talker_backend

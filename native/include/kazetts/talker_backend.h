@@ -17,9 +17,18 @@
  *
  * A ggml backend is process-wide state (ggml's registry has no unregister), unlike the stages'
  * handles: the first successful kz_talker_backend_setup() registers it for the whole process,
- * and every llama.cpp context created afterwards uses it. Environment: KAZETTS_TALKER_BACKEND=0
- * (or "off") keeps it out (for A/B measurements), read by each setup call; once registered,
- * setting it off makes the device claim nothing in contexts created after that.
+ * and every llama.cpp context created afterwards uses it.
+ *
+ * Which products it claims depends on the CPU: on AMD ones the steps stay on ggml, whose loop
+ * (one row after another) streams at the memory bus's speed there while the four interleaved
+ * rows of the one-column kernel defeat the hardware prefetcher (Zen 5: ~0.85x ggml's read rate,
+ * plus ~1 ms a step of graph splits); elsewhere (a Xeon: 1.5x ggml's) the kernel takes them. The
+ * prefill, on the many-column kernel, is faster everywhere it was measured.
+ *
+ * Environment, read by each setup call: KAZETTS_TALKER_BACKEND=0 (or "off") keeps the backend out;
+ * "prefill" claims only the many-column products and "all" both kinds, whatever the CPU (A/B
+ * measurements); once registered, the device claims what the last setup said in contexts created
+ * after it.
  *
  * Off x86-64 (ARM: llama.cpp repacks Q8_0 itself), on a CPU without AVX-512 VNNI, in a build
  * without OpenMP, or with a ggml other than the one whose backend structures this library
@@ -35,12 +44,13 @@ extern "C" {
 #endif
 
 /* Call before creating the talker's llama.cpp context. Returns 1 when the kernels will run the
- * talker's Q8_0 matrix products, 0 when ggml's own do (see kz_talker_backend_status). */
+ * talker's Q8_0 matrix products (all, or the prefill's only), 0 when ggml's own do all (see
+ * kz_talker_backend_status). */
 KZ_API int kz_talker_backend_setup(void);
 
 /* Why the last setup said what it said: "avx512-vnni" (both kernels), "avx512-vnni (one column
- * only)" (the many-column kernel failed its probe: the prefill stays on ggml's GEMM), or the
- * reason it is off. */
+ * only)" (the many-column kernel failed its probe: the prefill stays on ggml's GEMM), "avx512-vnni
+ * (prefill only: ...)" (the steps stay on ggml's loop, and why), or the reason it is off. */
 KZ_API const char *kz_talker_backend_status(void);
 
 /* Products the kernel has computed in this process (tests: it is used). */
