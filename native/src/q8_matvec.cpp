@@ -107,6 +107,19 @@ void pack_columns(const ggml_tensor *x, const ggml_tensor *norm_w, Fused f, std:
     }
 }
 
+// Each thread's groups are one stream of memory. Prefetching it 16 KB ahead, at the pace it is
+// read (the share of the group that far ahead for each chunk of blocks), took the 0.6b code
+// predictor from 38-40 to 24-26 ms/frame on the Zen 5 when its memory bus was quiet (an 84 MB
+// step in a microbenchmark: 62 -> 95 GB/s); with the bus busy (~42 GB/s) it changed nothing.
+constexpr int64_t PREFETCH_AHEAD = 16384;
+
+// Prefetches what corresponds to blocks [b0, b0 + n) of the group, PREFETCH_AHEAD bytes on.
+KZ_Q8_AVX2 inline void prefetch_ahead(const uint8_t *group, int64_t b0, int64_t n) {
+    const int64_t share = GROUP_BYTES_PER_BLOCK * n;
+    const char *p = (const char *)group + PREFETCH_AHEAD + share * (b0 / n);
+    for (int64_t o = 0; o < share; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 // out[r] = row r of the group . the packed column, r = 0..3: a pair of blocks per VNNI product
 KZ_Q8_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
     const ggml_fp16_t *scales = (const ggml_fp16_t *)group;
@@ -123,6 +136,7 @@ KZ_Q8_AVX512_VNNI void group_dot_avx512_vnni(const uint8_t *group, int64_t kp, c
         for (int r = 0; r < ROWS; r++) {
             s[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + r * kp + b0))), d);
         }
+        prefetch_ahead(group, b0, BLOCK_GROUP);
 #pragma GCC unroll 8
         for (int j = 0; j < BLOCK_GROUP / 2; j++) {
             const int64_t pair = b0 / 2 + j;
@@ -155,6 +169,7 @@ KZ_Q8_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *
         for (int r = 0; r < ROWS; r++) {
             s[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + r * kp + b0))), d);
         }
+        prefetch_ahead(group, b0, 8);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const int64_t b = b0 + j;
