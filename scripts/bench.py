@@ -6,7 +6,8 @@ llama.cpp's own llama-tts, on the same weights and work.
     .venv/bin/python scripts/bench.py --llama-tts PATH [--preset 0.6b] [--frames 64] [--threads 1 2]
                         [--weights f16 q8_0] [--variants q4_k_m/q8_0 q8_0/q4_0 ...]
                         [--models base custom_voice]
-                        [--engines kazetts kazetts-native llama-tts reference] [--report MD] [--chart PNG]
+                        [--engines kazetts kazetts-native llama-tts reference] [--reps N]
+                        [--report MD] [--chart PNG]
 
 The synthetic Base checkpoint of the preset (llama-tts only loads Base models) is built and
 converted once (cached under ~/.cache/kazetts/models); kazetts and llama-tts read the same GGUF
@@ -23,7 +24,8 @@ whose first audio the target judges), greedy, end-of-speech forbidden so that ea
 --frames frames, with the same thread count (and OMP_THREAD_LIMIT). Each engine, weight type
 and thread count runs in its own process, whose own peak RSS is read from wait4 by a small
 go-between (bench_common.run_measured: a high-water mark survives fork and exec). A failed run is
-a row saying so, and the script exits non-zero.
+a row saying so, and the script exits non-zero. On a noisy machine `--reps 3` runs every row three
+times, interleaved, and keeps each row's run of median request time.
 """
 
 from __future__ import annotations
@@ -152,6 +154,21 @@ def forced_run(cmd: list[str], forced: str, threads: int) -> dict:
         return {"forced_error": str(err)}
 
 
+def median_run(reps: list[dict]) -> dict:
+    """One row of an engine's repeated runs: the run of median request time (its figures stay
+    one run's, so its stages still add up), with the highest peak RSS of them all, every run's
+    request time (`request_s_runs`) and the teacher-forced shares of the first. A failed run
+    fails the row."""
+    failed = next((r for r in reps if r.get("error")), None)
+    if failed is not None or len(reps) == 1:
+        return failed or reps[0]
+    row = dict(sorted(reps, key=lambda r: r["request_s"])[len(reps) // 2])
+    row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in reps)
+    row["request_s_runs"] = [r["request_s"] for r in reps]
+    row.update({k: v for k, v in reps[0].items() if k.startswith("forced_")})
+    return row
+
+
 def f32_codes(rows: list[dict], model: str, threads: int, prompt: str) -> str | None:
     """The codes file of this run's kazetts F32 row of that model, thread count and prompt, if any."""
     return next((r["codes_file"] for r in rows if r["engine"] == "kazetts" and r["weights"] == "f32"
@@ -197,6 +214,13 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
 
 
+def spread(rows: list[dict]) -> list[str]:
+    """Repeated rows: the range of their runs' end-to-end ms/frame (a paragraph, or nothing)."""
+    ranges = [f"{bench_report.label(r)} {1000 * min(r['request_s_runs']) / r['frames']:.1f}-"
+              f"{1000 * max(r['request_s_runs']) / r['frames']:.1f}" for r in rows if r.get("request_s_runs")]
+    return ["End to end ms/frame over the runs, lowest-highest: " + "; ".join(ranges) + ".", ""] if ranges else []
+
+
 def machine() -> dict:
     dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_model(),
@@ -214,11 +238,13 @@ def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: fl
                 "(and the first frame that differs), and for the Python engine's rows, teacher-forced on "
                 "the F32 codes (every frame starts from them), the shares of its CB0 / CB1-15 picks "
                 f"equal to them; kazetts codec weights {a.codec}, audio for the "
-                f"first frame then every {a.chunk_frames} frames; reference float32 SDPA")
+                f"first frame then every {a.chunk_frames} frames; reference float32 SDPA"
+                + (f"; each row is the run of median request time of {a.reps} interleaved runs (all rows, then "
+                   "all again), with the highest peak RSS of its runs" if a.reps > 1 else ""))
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
         settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
-        bench_report.table(rows), "", bench_report.ratio_table(rows), "",
+        bench_report.table(rows), "", *spread(rows), bench_report.ratio_table(rows), "",
         *(bench_report.targets(rows) if a.preset == bench_report.TARGET_PRESET else
           [f"targets: judged on the {bench_report.TARGET_PRESET} preset"]), ""])
 
@@ -244,9 +270,13 @@ def main() -> int:
     ap.add_argument("--kazetts-prompts", nargs="+", default=bench_report.PROMPTS, choices=bench_report.PROMPTS,
                     help="kazetts: text prompts to run (llama-tts and the reference run the non-streaming one)")
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "build" / "bench", help="results.json, WAVs")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="runs of each row, interleaved; a row is its run of median request time (odd counts)")
     ap.add_argument("--report", type=pathlib.Path, help="markdown file to append the run to")
     ap.add_argument("--chart", type=pathlib.Path, help="PNG bar chart (drawn in the reference environment)")
     a = ap.parse_args()
+    if a.reps < 1:
+        ap.error("--reps must be at least 1")
     if "llama-tts" in a.engines and not (a.llama_tts and pathlib.Path(a.llama_tts).exists()):
         ap.error("llama-tts not found: build it with `make llama-tts` and pass --llama-tts PATH")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -268,11 +298,15 @@ def main() -> int:
         voice["speaker"] = next(iter(TalkerFile(model_files(a.preset, a.weights[0], CUSTOM_VOICE, a.seed)[0])
                                      .voices.speakers))
 
-    rows = []
-    for threads, model, engine, weights, prompt in runs:
-        rows.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model,
-                               f32_codes(rows, model, threads, prompt)))
-        print(bench_report.table(rows[-1:]).splitlines()[-1], flush=True)
+    reps: list[list[dict]] = [[] for _ in runs]
+    for rep in range(a.reps):  # all the runs, then all of them again: a drifting machine moves every engine alike
+        for (threads, model, engine, weights, prompt), done in zip(runs, reps):
+            # the teacher-forced shares (untimed) once, on the F32 codes of this first round
+            forced = f32_codes([r[-1] for r in reps if r], model, threads, prompt) if rep == 0 else None
+            done.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model, forced))
+            print(bench_report.table(done[-1:]).splitlines()[-1] + (f" (run {rep + 1} of {a.reps})" if a.reps > 1 else ""),
+                  flush=True)
+    rows = [median_run(r) for r in reps]
     codes_agreement(rows)
     meta = machine()
     report = markdown(meta, a, rows, load_before, os.getloadavg()[0])
