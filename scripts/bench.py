@@ -25,7 +25,7 @@ whose first audio the target judges), greedy, end-of-speech forbidden so that ea
 and thread count runs in its own process, whose own peak RSS is read from wait4 by a small
 go-between (bench_common.run_measured: a high-water mark survives fork and exec). A failed run is
 a row saying so, and the script exits non-zero. On a noisy machine `--reps 3` runs every row three
-times, interleaved, and keeps each row's run of median request time.
+times, interleaved (each round starting one row later), and keeps each row's run of median request time.
 """
 
 from __future__ import annotations
@@ -154,6 +154,13 @@ def forced_run(cmd: list[str], forced: str, threads: int) -> dict:
         return {"forced_error": str(err)}
 
 
+def rounds(n_runs: int, reps: int) -> list[tuple[int, int]]:
+    """(round, run index) in the order they run: all the runs, then all again, each round
+    starting one run later, so that no row keeps the same slot (a bad minute after some other
+    run); the first round in plan order (the F32 codes come before the rows held to them)."""
+    return [(rep, (i + rep) % n_runs) for rep in range(reps) for i in range(n_runs)]
+
+
 def median_run(reps: list[dict]) -> dict:
     """One row of an engine's repeated runs: the run of median request time (its figures stay
     one run's, so its stages still add up), with the highest peak RSS of them all, every run's
@@ -240,7 +247,8 @@ def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: fl
                 f"equal to them; kazetts codec weights {a.codec}, audio for the "
                 f"first frame then every {a.chunk_frames} frames; reference float32 SDPA"
                 + (f"; each row is the run of median request time of {a.reps} interleaved runs (all rows, then "
-                   "all again), with the highest peak RSS of its runs" if a.reps > 1 else ""))
+                   "all again, each round starting one row later), with the highest peak RSS of its runs"
+                   if a.reps > 1 else ""))
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
         settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
@@ -299,13 +307,13 @@ def main() -> int:
                                      .voices.speakers))
 
     reps: list[list[dict]] = [[] for _ in runs]
-    for rep in range(a.reps):  # all the runs, then all of them again: a drifting machine moves every engine alike
-        for (threads, model, engine, weights, prompt), done in zip(runs, reps):
-            # the teacher-forced shares (untimed) once, on the F32 codes of this first round
-            forced = f32_codes([r[-1] for r in reps if r], model, threads, prompt) if rep == 0 else None
-            done.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model, forced))
-            print(bench_report.table(done[-1:]).splitlines()[-1] + (f" (run {rep + 1} of {a.reps})" if a.reps > 1 else ""),
-                  flush=True)
+    for rep, i in rounds(len(runs), a.reps):
+        (threads, model, engine, weights, prompt), done = runs[i], reps[i]
+        # the teacher-forced shares (untimed) once, on the F32 codes of the first round
+        forced = f32_codes([r[-1] for r in reps if r], model, threads, prompt) if rep == 0 else None
+        done.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model, forced))
+        print(bench_report.table(done[-1:]).splitlines()[-1] + (f" (run {rep + 1} of {a.reps})" if a.reps > 1 else ""),
+              flush=True)
     rows = [median_run(r) for r in reps]
     codes_agreement(rows)
     meta = machine()

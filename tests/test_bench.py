@@ -82,6 +82,11 @@ def test_a_repeated_row_is_its_run_of_median_request_time():
     assert bench.median_run([runs[0], failed, runs[1]]) is failed
 
 
+def test_repeated_rounds_start_one_run_later():
+    assert bench.rounds(3, 3) == [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (1, 0), (2, 2), (2, 0), (2, 1)]
+    assert bench.rounds(2, 1) == [(0, 0), (0, 1)]  # one round: plan order (F32 before the rows held to it)
+
+
 def _args(*argv):
     import argparse
 
