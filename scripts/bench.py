@@ -102,15 +102,17 @@ def xvector(ck: pathlib.Path, wav: pathlib.Path) -> pathlib.Path:
 
 
 def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path,
-               prompt: str = bench_report.NON_STREAMING, model: str = BASE, forced: str | None = None) -> dict:
+               prompt: str = bench_report.NON_STREAMING, model: str = BASE, forced: str | None = None,
+               rep: int = 0) -> dict:
     """One engine, model, weight type, thread count (and for kazetts text prompt) in its own
     process -> a row of the table. `forced`: the F32 row's codes file, for the Python engine's
-    teacher-forced agreement."""
+    teacher-forced agreement; `rep`: the round (--reps), which names its codes file."""
     row = {"engine": engine, "model": model, "weights": weights, "threads": threads, "prompt": prompt}
     speaker = ["--speaker", voice["speaker"]] if model == CUSTOM_VOICE else ["--xvector", str(voice["xvector"])]
     work = [*speaker, "--text", TEXT, "--language", LANGUAGE, "--frames", str(a.frames), "--threads", str(threads)]
     if engine in WORKERS:
-        codes = out / f"codes-{engine}-{model}-{weights.replace('/', '+')}-t{threads}-{prompt}.npy"
+        run = f"-r{rep}" if a.reps > 1 else ""  # each round's own codes, the row's being its median run's
+        codes = out / f"codes-{engine}-{model}-{weights.replace('/', '+')}-t{threads}-{prompt}{run}.npy"
         codes.unlink(missing_ok=True)
         cmd = [str(RUNTIME_PYTHON), WORKERS[engine], *map(str, files[model, weights]), *work,
                "--codec", a.codec, "--chunk-frames", str(a.chunk_frames), "--codes-out", str(codes)]
@@ -279,12 +281,12 @@ def main() -> int:
                     help="kazetts: text prompts to run (llama-tts and the reference run the non-streaming one)")
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "build" / "bench", help="results.json, WAVs")
     ap.add_argument("--reps", type=int, default=1,
-                    help="runs of each row, interleaved; a row is its run of median request time (odd counts)")
+                    help="runs of each row (odd), interleaved; a row is its run of median request time")
     ap.add_argument("--report", type=pathlib.Path, help="markdown file to append the run to")
     ap.add_argument("--chart", type=pathlib.Path, help="PNG bar chart (drawn in the reference environment)")
     a = ap.parse_args()
-    if a.reps < 1:
-        ap.error("--reps must be at least 1")
+    if a.reps < 1 or a.reps % 2 == 0:
+        ap.error("--reps takes an odd count (1, 3, 5...): a row is its run of median request time")
     if "llama-tts" in a.engines and not (a.llama_tts and pathlib.Path(a.llama_tts).exists()):
         ap.error("llama-tts not found: build it with `make llama-tts` and pass --llama-tts PATH")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -306,17 +308,17 @@ def main() -> int:
         voice["speaker"] = next(iter(TalkerFile(model_files(a.preset, a.weights[0], CUSTOM_VOICE, a.seed)[0])
                                      .voices.speakers))
 
+    meta = machine()  # the commit measured (a long run outlasts commits made meanwhile)
     reps: list[list[dict]] = [[] for _ in runs]
     for rep, i in rounds(len(runs), a.reps):
         (threads, model, engine, weights, prompt), done = runs[i], reps[i]
         # the teacher-forced shares (untimed) once, on the F32 codes of the first round
         forced = f32_codes([r[-1] for r in reps if r], model, threads, prompt) if rep == 0 else None
-        done.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model, forced))
+        done.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model, forced, rep))
         print(bench_report.table(done[-1:]).splitlines()[-1] + (f" (run {rep + 1} of {a.reps})" if a.reps > 1 else ""),
               flush=True)
     rows = [median_run(r) for r in reps]
     codes_agreement(rows)
-    meta = machine()
     report = markdown(meta, a, rows, load_before, os.getloadavg()[0])
     print("\n" + report)
     title = f"kazetts vs llama-tts vs PyTorch, {a.preset}, {a.frames} frames; {meta['cpu']}, {meta['date']}"
