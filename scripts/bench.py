@@ -223,13 +223,6 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
 
 
-def spread(rows: list[dict]) -> list[str]:
-    """Repeated rows: the range of their runs' end-to-end ms/frame (a paragraph, or nothing)."""
-    ranges = [f"{bench_report.label(r)} {1000 * min(r['request_s_runs']) / r['frames']:.1f}-"
-              f"{1000 * max(r['request_s_runs']) / r['frames']:.1f}" for r in rows if r.get("request_s_runs")]
-    return ["End to end ms/frame over the runs, lowest-highest: " + "; ".join(ranges) + ".", ""] if ranges else []
-
-
 def machine() -> dict:
     dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_model(),
@@ -254,7 +247,7 @@ def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: fl
     return "\n".join([
         f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
         settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
-        bench_report.table(rows), "", *spread(rows), bench_report.ratio_table(rows), "",
+        bench_report.table(rows), "", *bench_report.spread(rows), bench_report.ratio_table(rows), "",
         *(bench_report.targets(rows) if a.preset == bench_report.TARGET_PRESET else
           [f"targets: judged on the {bench_report.TARGET_PRESET} preset"]), ""])
 

@@ -31,12 +31,15 @@ MAX_MS_PER_FRAME, MIN_SPEEDUP_LLAMA, MIN_SPEEDUP_REFERENCE = 95.0, 3.0, 5.0
 MAX_FIRST_AUDIO_MS, MAX_RSS_MB = 300.0, 1000.0
 
 
+def ms_per_frame(seconds: float | None, frames: int) -> float | None:
+    return None if seconds is None else 1000 * seconds / frames
+
+
 def figures(row: dict) -> dict:
     """A row's figures in ms per frame (None where the engine does not expose the stage)."""
-    frames = row["frames"]
 
     def per_frame(seconds):
-        return None if seconds is None else 1000 * seconds / frames
+        return ms_per_frame(seconds, row["frames"])
 
     talker, cp = per_frame(row.get("talker_s")), per_frame(row.get("code_predictor_s"))
     both = talker + cp if talker is not None and cp is not None else per_frame(row.get("talker_code_predictor_s"))
@@ -106,6 +109,14 @@ def peers(rows: list[dict], row: dict) -> list[dict]:
             and custom_voice(p) == custom_voice(row) and (
         same_files(p, "kazetts") if row["engine"] == NATIVE else
         same_files(p, "llama-tts") or p["engine"] == "reference")]
+
+
+def spread(rows: list[dict]) -> list[str]:
+    """Repeated rows (scripts/bench.py --reps): the range of their runs' end-to-end ms/frame (a
+    paragraph, or nothing)."""
+    ranges = [f"{label(r)} {ms_per_frame(min(r['request_s_runs']), r['frames']):.1f}-"
+              f"{ms_per_frame(max(r['request_s_runs']), r['frames']):.1f}" for r in rows if r.get("request_s_runs")]
+    return ["End to end ms/frame over the runs, lowest-highest: " + "; ".join(ranges) + ".", ""] if ranges else []
 
 
 def ratio_table(rows: list[dict]) -> str:

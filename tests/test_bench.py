@@ -76,8 +76,8 @@ def test_a_repeated_row_is_its_run_of_median_request_time():
     assert row["peak_rss_mb"] == 1010.0 and row["request_s_runs"] == [1.5, 1.1, 1.3]
     assert row["forced_cp_equal"] == 0.9  # the teacher-forced shares come from the first run only
     assert runs[2]["peak_rss_mb"] == 980.0  # the runs themselves are left as they were
-    assert bench.spread([row]) == ["End to end ms/frame over the runs, lowest-highest: kazetts q8_0 t2 110.0-150.0.", ""]
-    assert bench.median_run([runs[0]]) is runs[0] and bench.spread([runs[0]]) == []
+    assert bench_report.spread([row]) == ["End to end ms/frame over the runs, lowest-highest: kazetts q8_0 t2 110.0-150.0.", ""]
+    assert bench.median_run([runs[0]]) is runs[0] and bench_report.spread([runs[0]]) == []
     failed = _row("kazetts", error="exit status 1")
     assert bench.median_run([runs[0], failed, runs[1]]) is failed
 
