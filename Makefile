@@ -22,7 +22,7 @@ PIP_FLAGS   ?= -q
 # kazetts' GGUF files with, and the sources of the aarch64 cross build and of llama-tts.
 KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
 LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
-NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/* native/include/kazetts/* \
+NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/*/* native/include/kazetts/* \
 	native/jni/* native/java/src/org/kazetts/* native/java/test/org/kazetts/*)
 
 .PHONY: setup ref native llama-src demo test pip-check asan clean-venvs

@@ -1,4 +1,4 @@
-// kz::conv_gemm_op (native/src/conv_gemm.h, compiled into golden_check with the library's flags)
+// kz::conv_gemm_op (native/src/kernels/conv_gemm.h, compiled into golden_check with the library's flags)
 // against a scalar reference that forms every sum the way conv_gemm.cpp does: the bias (or 0),
 // then acc += w * x over the rows i = tap * cin + channel in order, the F16 weights widened
 // exactly, then + residual. The comparison is bitwise: the header promises that order whatever
@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "check.h"
-#include "conv_gemm.h"
+#include "kernels/conv_gemm.h"
 #include "ggml-cpu.h"
 
 namespace {

@@ -7,7 +7,7 @@
  * ACCEL device to each context it creates, ahead of the CPU. Its buffer type is the CPU's own,
  * so weights load as usual and the CPU backend keeps reading them; it claims only MUL_MAT of a
  * 2-D Q8_0 weight by F32 columns: one column (a decoding step) and 2+ columns (the prefill, whose
- * ggml GEMM, llamafile's tinyBLAS, runs 256 bits wide: src/talker_gemm.h, which repeats its
+ * ggml GEMM, llamafile's tinyBLAS, runs 256 bits wide: src/kernels/talker_gemm.h, which repeats its
  * arithmetic per (row, column) bit for bit on tiles of 8 rows x 6 columns, probed the same way;
  * when its probe fails, the prefill stays on ggml's GEMM). Its one-column kernel reads four rows
  * at a time but repeats ggml's arithmetic exactly (the
@@ -61,7 +61,7 @@ KZ_API int64_t kz_talker_backend_calls(void);
  * for bit); -1 when there is no kernel on this CPU or the arguments are bad. */
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads);
 
-/* The same for the kernel of the many-column products (the prefill, src/talker_gemm.h): a random
+/* The same for the kernel of the many-column products (the prefill, src/kernels/talker_gemm.h): a random
  * Q8_0 matrix by n >= 2 random F32 columns, against ggml's mul_mat of n columns (its GEMM), both
  * run on the same tensors; the columns x_stride floats apart (cols: dense; more: a view of a
  * wider matrix, whose row stride the backend passes on); unfused != 0 runs the tests' mutant

@@ -1,11 +1,11 @@
 // Talker prompt (see prompt.h); mirrors kazetts/stages/prompt.py step for step, in the same
 // float32 additions, so both engines feed the talker identical rows.
-#include "prompt.h"
+#include "stages/prompt.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 
 namespace kz {
 

@@ -1,5 +1,5 @@
 // See gguf_reader.h.
-#include "gguf_reader.h"
+#include "core/gguf_reader.h"
 
 #include <cmath>
 #include <cstdint>

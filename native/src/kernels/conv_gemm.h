@@ -5,7 +5,7 @@
 // order (tap-major, then input channel) whatever T, the chunking or the threads. Internal.
 #pragma once
 
-#include "custom_op.h"
+#include "kernels/custom_op.h"
 #include "ggml.h"
 
 #include <algorithm>

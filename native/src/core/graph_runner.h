@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"

@@ -1,11 +1,11 @@
 // The long-text split (see text_split.h), a transcription of text_split.py's two regexes:
 //   sentence end: (?<=[.!?…。！？])["'”’)\]]*\s+  |  (?<=[。！？])  |  \n+
 //   clause:       [,;:，；：、]\s*
-#include "text_split.h"
+#include "engine/text_split.h"
 
 #include <cstdint>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 #include "kazetts/tts.h"
 
 namespace kz {

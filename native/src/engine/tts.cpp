@@ -21,14 +21,14 @@
 #include <thread>
 #include <vector>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
-#include "prompt.h"
-#include "sampling.h"
-#include "talker.h"
-#include "talker_file.h"
-#include "text_split.h"
+#include "stages/prompt.h"
+#include "stages/sampling.h"
+#include "stages/talker.h"
+#include "stages/talker_file.h"
+#include "engine/text_split.h"
 
 namespace {
 

@@ -11,10 +11,10 @@
 // One VNNI lane then sums exactly the 4 products x*y ggml's own kernel sums in that lane:
 // (x + 128) * y summed, plus -128 * sum(y), in integers. The AVX2 kernel does not use offset
 // (left zero for it).
-#include "q8_matvec.h"
+#include "kernels/q8_matvec.h"
 
-#include "common_internal.h"
-#include "q8_common.h"
+#include "core/common_internal.h"
+#include "kernels/q8_common.h"
 
 #include "ggml.h"
 #include "ggml-cpu.h"

@@ -1,6 +1,6 @@
 // conv_gemm_op (see conv_gemm.h): register tiles of RB blocks of kPackRows output channels by
 // kGemmCols output steps, over spans of steps that keep their inputs and sums in L2.
-#include "conv_gemm.h"
+#include "kernels/conv_gemm.h"
 
 #include "ggml-cpu.h"
 

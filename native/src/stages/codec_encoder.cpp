@@ -22,12 +22,12 @@
 // codebook of 2 r.e - |e|^2 (argmin of |r - e|^2; torch.cdist takes the same matmul form), in F32.
 #include "kazetts/codec_encoder.h"
 
-#include "common_internal.h"
-#include "conv_gemm.h"
-#include "custom_op.h"
-#include "gguf_reader.h"
-#include "graph_runner.h"
-#include "vector_kernels.h"
+#include "core/common_internal.h"
+#include "kernels/conv_gemm.h"
+#include "kernels/custom_op.h"
+#include "core/gguf_reader.h"
+#include "core/graph_runner.h"
+#include "kernels/vector_kernels.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"

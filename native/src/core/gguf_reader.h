@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 #include "ggml.h"
 #include "gguf.h"
 

@@ -9,10 +9,10 @@
 // exactly by starting from it; each lane then gets ggml's fma in ggml's block order, and the
 // horizontal sum is ggml's, lane by lane. Rows past the last whole group of 8 take the same
 // arithmetic in scalar code.
-#include "talker_gemm.h"
+#include "kernels/talker_gemm.h"
 
-#include "q8_common.h"
-#include "q8_matvec.h"
+#include "kernels/q8_common.h"
+#include "kernels/q8_matvec.h"
 
 #include "ggml.h"
 #include "ggml-cpu.h"

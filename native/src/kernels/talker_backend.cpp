@@ -13,10 +13,10 @@
 // reads without it on this Xeon; ggml's loop has no prefetch).
 #include "kazetts/talker_backend.h"
 
-#include "common_internal.h"
-#include "q8_common.h"
-#include "q8_matvec.h"
-#include "talker_gemm.h"
+#include "core/common_internal.h"
+#include "kernels/q8_common.h"
+#include "kernels/q8_matvec.h"
+#include "kernels/talker_gemm.h"
 
 #include "ggml.h"
 #include "ggml-backend.h"

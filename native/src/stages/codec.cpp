@@ -18,11 +18,11 @@
 // from a zero state, so it is the exact model for any length.
 #include "kazetts/codec.h"
 
-#include "common_internal.h"
-#include "conv_gemm.h"
-#include "custom_op.h"
-#include "gguf_reader.h"
-#include "vector_kernels.h"
+#include "core/common_internal.h"
+#include "kernels/conv_gemm.h"
+#include "kernels/custom_op.h"
+#include "core/gguf_reader.h"
+#include "kernels/vector_kernels.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"

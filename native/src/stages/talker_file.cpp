@@ -1,10 +1,10 @@
 // The talker GGUF's voices and embedding rows (see talker_file.h).
-#include "talker_file.h"
+#include "stages/talker_file.h"
 
 #include <cstring>
 #include <map>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 #include "ggml.h"
 #include "gguf.h"
 

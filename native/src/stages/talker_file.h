@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "prompt.h"
+#include "stages/prompt.h"
 
 struct gguf_context;
 

@@ -24,10 +24,10 @@
 // it is instead of a transposed copy, and sum in double.
 #include "kazetts/speaker_encoder.h"
 
-#include "common_internal.h"
-#include "custom_op.h"
-#include "gguf_reader.h"
-#include "graph_runner.h"
+#include "core/common_internal.h"
+#include "kernels/custom_op.h"
+#include "core/gguf_reader.h"
+#include "core/graph_runner.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"

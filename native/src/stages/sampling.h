@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cp_sampling.h"
+#include "stages/cp_sampling.h"
 #include "kazetts/tts.h"
 
 namespace kz {

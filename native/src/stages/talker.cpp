@@ -1,11 +1,11 @@
 // The talker through llama.h (see talker.h).
-#include "talker.h"
+#include "stages/talker.h"
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 #include "ggml-backend.h"
 #include "kazetts/talker_backend.h"
 #include "ggml-cpu.h"

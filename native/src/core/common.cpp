@@ -4,7 +4,7 @@
 #define _FILE_OFFSET_BITS 64
 #include "kazetts/common.h"
 
-#include "common_internal.h"
+#include "core/common_internal.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,5 +1,5 @@
 // Talker CB0 sampling (see sampling.h) and the exported sampling rules.
-#include "sampling.h"
+#include "stages/sampling.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,9 +20,9 @@
 // quantization (81 nodes per one-token step at 0.6b instead of 123).
 #include "kazetts/code_predictor.h"
 
-#include "common_internal.h"
-#include "cp_sampling.h"
-#include "q8_matvec.h"
+#include "core/common_internal.h"
+#include "stages/cp_sampling.h"
+#include "kernels/q8_matvec.h"
 
 #include "ggml.h"
 #include "ggml-alloc.h"
