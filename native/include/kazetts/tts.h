@@ -149,25 +149,6 @@ KZ_API void kz_tts_cancel(kz_tts *tts);
  * values and returns n_frames. */
 KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacity);
 
-/* The long-text rule on its own (what synthesize splits a text into): writes the byte offset
- * of each piece's end to ends (at most capacity) and returns the number of pieces, or -1 when
- * text is not valid UTF-8 or max_chars < 1. Pieces are whole sentences packed to at most
- * max_chars code points; joined, they give back the text. */
-KZ_API int32_t kz_text_split(const char *text, int32_t max_chars, int32_t *ends, int32_t capacity);
-
-/* The talker's CB0 rule on its own (what synthesize applies to every step): on the raw codec
- * logits [vocab], the repetition penalty over the distinct ids in history, end-of-speech banned
- * while fewer than min_frames ids were generated, the last 1024 ids but eos suppressed, then
- * greedy argmax or temperature / top-k / top-p and one draw from rng_state (the request's
- * sampling fields and min_frames). Returns the id, or -1 for a bad argument. */
-KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos, const int32_t *history,
-                                int32_t n_history, const kz_tts_request *sampling, uint64_t *rng_state);
-
-/* The random stream both engines sample from: splitmix64, one uniform double in [0, 1) per call
- * from a caller-owned state (the request's seed). A sampled frame draws 1 uniform for CB0, then
- * 15 for CB1..15. */
-KZ_API double kz_rng_uniform(uint64_t *state);
-
 #ifdef __cplusplus
 }
 #endif

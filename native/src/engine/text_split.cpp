@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "core/common_internal.h"
-#include "kazetts/tts.h"
 
 namespace kz {
 
@@ -173,18 +172,3 @@ std::vector<std::u32string> split_text(const std::u32string &text, size_t max_ch
 }
 
 }  // namespace kz
-
-extern "C" KZ_API int32_t kz_text_split(const char *text, int32_t max_chars, int32_t *ends, int32_t capacity) {
-    if (!text || max_chars < 1 || capacity < 0 || (capacity && !ends)) return -1;
-    try {
-        std::vector<std::u32string> pieces = kz::split_text(kz::decode_utf8(text), size_t(max_chars));
-        int64_t at = 0;
-        for (size_t i = 0; i < pieces.size(); ++i) {
-            at += int64_t(kz::encode_utf8(pieces[i]).size());
-            if (int32_t(i) < capacity) ends[i] = int32_t(at);
-        }
-        return int32_t(pieces.size());
-    } catch (...) {
-        return -1;
-    }
-}

@@ -25,6 +25,7 @@
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
 #include "stages/prompt.h"
+#include "engine/rules.h"
 #include "stages/sampling.h"
 #include "stages/talker.h"
 #include "stages/talker_file.h"

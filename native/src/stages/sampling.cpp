@@ -1,17 +1,12 @@
-// Talker CB0 sampling (see sampling.h) and the exported sampling rules.
+// Talker CB0 sampling (see sampling.h).
 #include "stages/sampling.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kazetts/tts.h"
 
 namespace kz {
-
-SamplingConfig talker_sampling(const kz_tts_request &r) {
-    return {r.greedy != 0, r.temperature, r.top_k, r.top_p, r.repetition_penalty, r.min_frames};
-}
 
 int TalkerSampler::choose(const float *logits, uint64_t *rng_state) {
     const float NEG_INF = -std::numeric_limits<float>::infinity();
@@ -42,27 +37,3 @@ int TalkerSampler::choose(const float *logits, uint64_t *rng_state) {
 }
 
 }  // namespace kz
-
-extern "C" {
-
-KZ_API double kz_rng_uniform(uint64_t *state) { return state ? kz::cp::splitmix_uniform(state) : 0.0; }
-
-KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos, const int32_t *history,
-                                int32_t n_history, const kz_tts_request *r, uint64_t *rng_state) {
-    if (!logits || !r || r->struct_size != sizeof(kz_tts_request) || vocab < 1 || eos < 0 || eos >= vocab ||
-        n_history < 0 || (n_history && !history) || (!r->greedy && !rng_state) || r->min_frames < 0) {
-        return -1;
-    }
-    for (int32_t i = 0; i < n_history; ++i) {
-        if (history[i] < 0 || history[i] >= vocab) return -1;
-    }
-    kz::TalkerSampler sampler(kz::talker_sampling(*r), vocab, eos);
-    sampler.set_history(history, n_history);
-    try {
-        return sampler.choose(logits, rng_state);
-    } catch (...) {
-        return -1;
-    }
-}
-
-}  // extern "C"

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "stages/cp_sampling.h"
-#include "kazetts/tts.h"
 
 namespace kz {
 
@@ -20,9 +19,6 @@ struct SamplingConfig {
     float repetition_penalty = 1.05f;
     int min_new_tokens = 2;  // end-of-speech banned while fewer ids were generated
 };
-
-// A request's CB0 fields (kz_tts_request: the sampling ones and min_frames).
-SamplingConfig talker_sampling(const kz_tts_request &r);
 
 // One utterance's CB0 sampler: keeps the ids generated so far (HF's input_ids of talker.generate).
 class TalkerSampler {
