@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -103,6 +104,31 @@ int run_guarded(Body &&body, Report &&report, int unexpected) {
         report(e.what());
         return unexpected;
     }
+}
+
+// The loader of every stage's handle (kz_*_load): *out and err cleared, path and out checked,
+// then `make` builds the handle (a std::unique_ptr<T>), which reaches *out only when all of it
+// succeeded; a failure's message, naming the file, goes to err.
+template <class T, class Make>
+int load_handle(const char *path, T **out, char *err, size_t err_len, Make &&make) {
+    write_error(err, err_len, "");
+    if (out) *out = nullptr;
+    return run_guarded(
+        [&] {
+            if (!path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
+            std::unique_ptr<T> handle = make();
+            *out = handle.release();
+        },
+        [&](const char *message) { write_error(err, err_len, about_file(path, message)); }, KZ_ERR_FORMAT);
+}
+
+// Every other exported call on a stage's handle: KZ_ERR_INVALID_ARGUMENT for NULL, else `body`,
+// whose failure's message becomes the handle's last_error (cleared by a call that succeeds).
+template <class T, class Body>
+int call_handle(T *handle, Body &&body) {
+    if (!handle) return KZ_ERR_INVALID_ARGUMENT;
+    handle->last_error.clear();
+    return run_guarded(body, [&](const char *message) { handle->last_error = message; }, KZ_ERR_COMPUTE);
 }
 
 }  // namespace kz

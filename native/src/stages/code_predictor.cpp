@@ -704,13 +704,6 @@ kz::q8::Isa q8_kernel(int32_t choice) {
     return isa;
 }
 
-template <typename F>
-int guarded(kz_code_predictor *cp, F &&fn) {
-    if (!cp) return KZ_ERR_INVALID_ARGUMENT;
-    cp->last_error.clear();
-    return kz::run_guarded(fn, [&](const char *message) { cp->last_error = message; }, KZ_ERR_COMPUTE);
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
@@ -737,10 +730,7 @@ kz_cp_sampling kz_cp_default_sampling(void) {
 }
 
 int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor **out, char *err, size_t err_len) {
-    if (out) *out = nullptr;
-    kz::write_error(err, err_len, "");
-    return kz::run_guarded([&] {
-        if (!path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "path and out must not be NULL");
+    return kz::load_handle(path, out, err, err_len, [&] {
         kz_cp_params p = params ? *params : kz_cp_default_params();
         if (p.weight_type < KZ_CP_WEIGHTS_FILE || p.weight_type > KZ_CP_WEIGHTS_AUTO) {
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight_type " + std::to_string(p.weight_type));
@@ -756,8 +746,8 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
         set_threads(*m, p.n_threads);
         kz::release_free_heap();  // the load's staging
-        *out = m.release();
-    }, [&](const char *message) { kz::write_error(err, err_len, kz::about_file(path, message)); }, KZ_ERR_FORMAT);
+        return m;
+    });
 }
 
 void kz_cp_free(kz_code_predictor *cp) { delete cp; }
@@ -769,16 +759,16 @@ int32_t kz_cp_vocab(const kz_code_predictor *cp) { return cp ? cp->vocab : 0; }
 int32_t kz_cp_cb0_vocab(const kz_code_predictor *cp) { return cp ? cp->cb0_vocab : 0; }
 
 int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads) {
-    return guarded(cp, [&] { set_threads(*cp, n_threads); });
+    return kz::call_handle(cp, [&] { set_threads(*cp, n_threads); });
 }
 
 int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0, const kz_cp_sampling *sampling,
                         int32_t *codes_out, float *embedding_sum_out, float *logits_out) {
-    return guarded(cp, [&] { predict(*cp, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
+    return kz::call_handle(cp, [&] { predict(*cp, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
 }
 
 int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out) {
-    return guarded(cp, [&] {
+    return kz::call_handle(cp, [&] {
         if (!codes16 || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "codes and out must not be NULL");
         if (codes16[0] < 0 || codes16[0] >= cp->cb0_vocab) throw Error(KZ_ERR_INVALID_ARGUMENT, "CB0 out of range");
         const int E = cp->n_embd_in;

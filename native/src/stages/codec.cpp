@@ -992,25 +992,10 @@ struct kz_codec {
     }
 };
 
-namespace {
-
-template <class F>
-int guarded(kz_codec *c, F &&f) {
-    return kz::run_guarded([&] {
-        f();
-        if (c) c->last_error.clear();
-    }, [&](const char *message) { if (c) c->last_error = message; }, KZ_ERR_COMPUTE);
-}
-
-}  // namespace
-
 extern "C" {
 
 int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec **out, char *err, size_t err_len) {
-    kz::write_error(err, err_len, "");
-    if (out) *out = nullptr;
-    return kz::run_guarded([&] {
-        if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
+    return kz::load_handle(mmproj_path, out, err, err_len, [&] {
         if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
         if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16)
@@ -1026,8 +1011,8 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
         const int n = c->model.graph_size;
         c->graph_mem.resize(ggml_tensor_overhead() * (size_t)n + ggml_graph_overhead_custom(n, false));
         kz::release_free_heap();  // the load's staging
-        *out = c.release();
-    }, [&](const char *message) { kz::write_error(err, err_len, kz::about_file(mmproj_path, message)); }, KZ_ERR_FORMAT);
+        return c;
+    });
 }
 
 void kz_codec_free(kz_codec *codec) { delete codec; }
@@ -1052,8 +1037,7 @@ int kz_codec_dim(const kz_codec *c, int which) {
 }
 
 int kz_codec_set_threads(kz_codec *c, int n_threads) {
-    if (!c) return KZ_ERR_INVALID_ARGUMENT;
-    return guarded(c, [&] {
+    return kz::call_handle(c, [&] {
         if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
         c->n_threads = n_threads;
@@ -1061,8 +1045,7 @@ int kz_codec_set_threads(kz_codec *c, int n_threads) {
 }
 
 int kz_codec_set_max_chunk(kz_codec *c, int n_frames) {
-    if (!c) return KZ_ERR_INVALID_ARGUMENT;
-    return guarded(c, [&] {
+    return kz::call_handle(c, [&] {
         if (n_frames < 1 || n_frames > kMaxChunk) throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be in 1.." + std::to_string(kMaxChunk));
         c->max_chunk = n_frames;
     });
@@ -1070,8 +1053,7 @@ int kz_codec_set_max_chunk(kz_codec *c, int n_frames) {
 
 int kz_codec_decode_debug(kz_codec *c, const int32_t *codes, int n_frames, int n_codebooks, float *out, size_t capacity,
                           float *quantized, float *pre_conv, float *transformer, float *upsample) {
-    if (!c) return KZ_ERR_INVALID_ARGUMENT;
-    return guarded(c, [&] {
+    return kz::call_handle(c, [&] {
         c->check_codes(codes, n_frames, n_codebooks, out, capacity);
         State st;
         c->run(st, codes, n_frames, {out, quantized, pre_conv, transformer, upsample});
@@ -1086,7 +1068,7 @@ int kz_codec_stream_push(kz_codec *c, const int32_t *codes, int n_frames, int n_
                          size_t *written) {
     if (!c) return KZ_ERR_INVALID_ARGUMENT;
     if (written) *written = 0;
-    return guarded(c, [&] {
+    return kz::call_handle(c, [&] {
         c->check_codes(codes, n_frames, n_codebooks, out, capacity);
         const kz_codec::Outputs o = {out, nullptr, nullptr, nullptr, nullptr};
         if (n_frames <= c->max_chunk) {
@@ -1103,8 +1085,7 @@ int kz_codec_stream_push(kz_codec *c, const int32_t *codes, int n_frames, int n_
 int64_t kz_codec_stream_position(const kz_codec *c) { return c ? c->stream.pos : -1; }
 
 int kz_codec_reset(kz_codec *c) {
-    if (!c) return KZ_ERR_INVALID_ARGUMENT;
-    return guarded(c, [&] { c->stream = State(); });
+    return kz::call_handle(c, [&] { c->stream = State(); });
 }
 
 }  // extern "C"

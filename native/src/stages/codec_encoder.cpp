@@ -438,32 +438,17 @@ struct kz_codec_encoder : kz::GraphRunner {
     }
 };
 
-namespace {
-
-template <class F>
-int guarded(kz_codec_encoder *e, F &&f) {
-    return kz::run_guarded([&] {
-        f();
-        if (e) e->last_error.clear();
-    }, [&](const char *message) { if (e) e->last_error = message; }, KZ_ERR_COMPUTE);
-}
-
-}  // namespace
-
 extern "C" {
 
 int kz_codec_encoder_load(const char *mmproj_path, int n_threads, kz_codec_encoder **out, char *err, size_t err_len) {
-    kz::write_error(err, err_len, "");
-    if (out) *out = nullptr;
-    return kz::run_guarded([&] {
-        if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
+    return kz::load_handle(mmproj_path, out, err, err_len, [&] {
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         std::unique_ptr<kz_codec_encoder> e(new kz_codec_encoder());
         e->n_threads = n_threads;
         load_model(e->model, mmproj_path);
         e->init(kGraphSize);
-        *out = e.release();
-    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
+        return e;
+    });
 }
 
 void kz_codec_encoder_free(kz_codec_encoder *enc) { delete enc; }
@@ -477,8 +462,7 @@ int kz_codec_encoder_hidden(const kz_codec_encoder *e) { return e ? e->model.hp.
 int kz_codec_encoder_downsample(const kz_codec_encoder *e) { return e ? e->model.hp.down_stride : 0; }
 
 int kz_codec_encoder_set_threads(kz_codec_encoder *e, int n_threads) {
-    if (!e) return KZ_ERR_INVALID_ARGUMENT;
-    return guarded(e, [&] {
+    return kz::call_handle(e, [&] {
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         e->n_threads = n_threads;
     });
@@ -491,8 +475,7 @@ int64_t kz_codec_encoder_n_frames(const kz_codec_encoder *e, int64_t n_samples) 
 
 int kz_codec_encoder_encode_debug(kz_codec_encoder *e, const float *pcm, int64_t n_samples, int32_t *codes, size_t capacity,
                                   float *seanet, float *transformer, float *downsampled) {
-    if (!e) return KZ_ERR_INVALID_ARGUMENT;
-    return guarded(e, [&] {
+    return kz::call_handle(e, [&] {
         if (!pcm || !codes) throw Error(KZ_ERR_INVALID_ARGUMENT, "null samples or codes buffer");
         if (n_samples < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "no samples to encode");
         const int64_t frames = kz_codec_encoder_n_frames(e, n_samples);

@@ -395,33 +395,17 @@ struct kz_speaker_encoder : kz::GraphRunner {
     }
 };
 
-namespace {
-
-template <class F>
-int guarded(kz_speaker_encoder *e, F &&f) {
-    if (!e) return KZ_ERR_INVALID_ARGUMENT;
-    return kz::run_guarded([&] {
-        f();
-        e->last_error.clear();
-    }, [&](const char *message) { e->last_error = message; }, KZ_ERR_COMPUTE);
-}
-
-}  // namespace
-
 extern "C" {
 
 int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out, char *err, size_t err_len) {
-    kz::write_error(err, err_len, "");
-    if (out) *out = nullptr;
-    return kz::run_guarded([&] {
-        if (!mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or output handle");
+    return kz::load_handle(mmproj_path, out, err, err_len, [&] {
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         std::unique_ptr<kz_speaker_encoder> e(new kz_speaker_encoder());
         e->n_threads = n_threads;
         load_model(e->model, mmproj_path);
         e->init(kGraphSize);
-        *out = e.release();
-    }, [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
+        return e;
+    });
 }
 
 void kz_speaker_encoder_free(kz_speaker_encoder *enc) { delete enc; }
@@ -433,14 +417,14 @@ int kz_speaker_encoder_dim(const kz_speaker_encoder *enc) { return enc ? enc->mo
 int kz_speaker_encoder_min_frames(const kz_speaker_encoder *enc) { return enc ? enc->model.min_frames : 0; }
 
 int kz_speaker_encoder_set_threads(kz_speaker_encoder *enc, int n_threads) {
-    return guarded(enc, [&] {
+    return kz::call_handle(enc, [&] {
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         enc->n_threads = n_threads;
     });
 }
 
 int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels, float *out, size_t capacity) {
-    return guarded(enc, [&] { enc->encode(mel, n_frames, n_mels, out, capacity); });
+    return kz::call_handle(enc, [&] { enc->encode(mel, n_frames, n_mels, out, capacity); });
 }
 
 }  // extern "C"
