@@ -17,7 +17,7 @@ import pathlib
 
 from kazetts.gguf.errors import KazettsError
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 LIB_NAME = "libkazetts.so"
 REINSTALL = ("reinstall kazetts so that pip rebuilds it against the llama-cpp-python installed now "

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <map>
+#include <unordered_map>
 
 #include "core/common_internal.h"
 #include "ggml.h"
@@ -59,6 +60,24 @@ std::vector<int64_t> int_array(gguf_context *g, const std::string &key, const st
     return out;
 }
 
+// What llama.cpp's vocabulary loader would abort the process on (GGML_ASSERT, not an error it
+// returns): two tokens with the same text, an empty one counting as "[EMPTY_<id>]" as llama.cpp
+// names it. A flipped byte in a token is enough.
+void check_vocabulary(gguf_context *g, const std::string &path) {
+    const std::vector<std::string> tokens = string_array(g, "tokenizer.ggml.tokens");
+    std::unordered_map<std::string, size_t> first;
+    first.reserve(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const std::string text = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
+        const auto seen = first.emplace(text, i);
+        if (!seen.second) {
+            throw Error(KZ_ERR_FORMAT, path + ": the vocabulary is damaged: token " + std::to_string(i) +
+                                           " repeats token " + std::to_string(seen.first->second) +
+                                           " (llama.cpp cannot load it); convert the model again");
+        }
+    }
+}
+
 }  // namespace
 
 TalkerFile::TalkerFile(const std::string &path) : path_(path) {
@@ -88,6 +107,7 @@ TalkerFile::TalkerFile(const std::string &path) : path_(path) {
         text_vocab_ = int(ne[1]) - codec_vocab_;
         if (hidden_ < 1 || text_vocab_ < 1 || codec_vocab_ < 1) throw Error(KZ_ERR_FORMAT, path + ": token_embd and output shapes disagree");
         embd_offset_ = uint64_t(gguf_get_data_offset(g_)) + gguf_get_tensor_offset(g_, embd);
+        check_vocabulary(g_, path);
         voices_ = key_of(g_, "kazetts.model_type") >= 0 ? voices_from_metadata() : voices_from_token_names();
         gguf_free(g_);  // its copy of the vocabulary (155k tokens, 150k merges) is llama.cpp's to keep
         g_ = nullptr;
