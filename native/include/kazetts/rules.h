@@ -32,6 +32,12 @@ KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos,
  * 15 for CB1..15. */
 KZ_API double kz_rng_uniform(uint64_t *state);
 
+/* The model directory's rule (what kz_tts_load checks first): the talker and the mmproj come from
+ * one checkpoint, as far as the files say (the fingerprint `kazetts convert` writes into both, the
+ * model type; files made by llama.cpp's converter carry neither). KZ_OK, or KZ_ERR_FORMAT with a
+ * message naming both files and what differs in err. */
+KZ_API int kz_model_files_check(const char *talker_path, const char *mmproj_path, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

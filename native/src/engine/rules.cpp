@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/common_internal.h"
+#include "engine/model_files.h"
 #include "engine/text_split.h"
 #include "kazetts/rules.h"
 #include "stages/cp_sampling.h"
@@ -53,6 +55,16 @@ KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos,
     } catch (...) {
         return -1;
     }
+}
+
+KZ_API int kz_model_files_check(const char *talker_path, const char *mmproj_path, char *err, size_t err_len) {
+    kz::write_error(err, err_len, "");
+    return kz::run_guarded(
+        [&] {
+            if (!talker_path || !mmproj_path) throw kz::Error(KZ_ERR_INVALID_ARGUMENT, "null path");
+            kz::check_model_files(talker_path, mmproj_path);
+        },
+        [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
 }
 
 }  // extern "C"

@@ -25,6 +25,7 @@
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
 #include "stages/prompt.h"
+#include "engine/model_files.h"
 #include "engine/rules.h"
 #include "stages/sampling.h"
 #include "stages/talker.h"
@@ -440,6 +441,7 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             if (p.n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
             if (p.codec_threads > 512) throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
             if (p.n_ctx < 16 || p.n_batch < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
+            kz::check_model_files(talker_path, mmproj_path);
             tts.reset(new kz_tts());
             tts->file.reset(new kz::TalkerFile(talker_path));
             // the talker first: llama.cpp reads all of its file in while loading, so its peak comes
