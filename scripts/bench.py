@@ -1,13 +1,14 @@
 """kazetts (its Python engine and its native engine, tts.h) beside the PyTorch reference and
 llama.cpp's own llama-tts, on the same weights and work.
 
-    make bench          # full run: 0.6b, F16 and Q8_0, threads 1 and 2, appended to docs/benchmarks.md
+    make bench          # full run: 0.6b, F16 and Q8_0, threads 1 and 2, recorded as
+                        # docs/bench/runs/<UTC date>-<commit>.json, chart docs/benchmarks.png
     make bench-smoke    # reduced run that keeps the harness working (CI)
     .venv/bin/python scripts/bench.py --llama-tts PATH [--preset 0.6b] [--frames 64] [--threads 1 2]
                         [--weights f16 q8_0] [--variants q4_k_m/q8_0 q8_0/q4_0 ...]
                         [--models base custom_voice]
                         [--engines kazetts kazetts-native llama-tts reference] [--reps N]
-                        [--report MD] [--chart PNG]
+                        [--record DIR] [--chart PNG]
 
 The synthetic Base checkpoint of the preset (llama-tts only loads Base models) is built and
 converted once (cached under ~/.cache/kazetts/models); kazetts and llama-tts read the same GGUF
@@ -26,6 +27,11 @@ and thread count runs in its own process, whose own peak RSS is read from wait4 
 go-between (bench_common.run_measured: a high-water mark survives fork and exec). A failed run is
 a row saying so, and the script exits non-zero. On a noisy machine `--reps 3` runs every row three
 times, interleaved (each round starting one row later), and keeps each row's run of median request time.
+
+A run is data: --out/results.json ({"title", "meta", "rows"}: the machine, the commit, the settings
+and every row's figures), and with --record DIR the same file as DIR/<UTC date>-<commit>.json (what
+`make bench` commits under docs/bench/runs/). Its report is printed at the end and rendered again
+from the file by `scripts/bench_report.py RUN.json`; nothing is appended to a page.
 """
 
 from __future__ import annotations
@@ -229,27 +235,27 @@ def machine() -> dict:
             "cores": os.cpu_count(), "commit": _git("rev-parse", "--short", "HEAD") + dirty}
 
 
-def markdown(meta: dict, a, rows: list[dict], load_before: float, load_after: float) -> str:
-    models = " and ".join({BASE: "Base", CUSTOM_VOICE: "CustomVoice"}[m] for m in a.models)
-    settings = (f"preset `{a.preset}` (synthetic {models}, seed {a.seed}), {a.frames} frames "
-                f"({a.frames * 0.08:.2f} s of audio) of a {len(TEXT.split())}-word French paragraph, greedy, "
-                "end-of-speech forbidden, non-streaming text prompt (kazetts also the streaming-text one: the "
-                "'streaming text' rows), x-vector speaker (CustomVoice: its first speaker by name); weights "
-                "T/C: talker T, mmproj (code predictor) C, Q4 files made by `kazetts quantize` from the F32 "
-                "ones; codes = F32: share of the request's greedy codes equal to the kazetts F32 files' "
-                "(and the first frame that differs), and for the Python engine's rows, teacher-forced on "
-                "the F32 codes (every frame starts from them), the shares of its CB0 / CB1-15 picks "
-                f"equal to them; kazetts codec weights {a.codec}, audio for the "
-                f"first frame then every {a.chunk_frames} frames; reference float32 SDPA"
-                + (f"; each row is the run of median request time of {a.reps} interleaved runs (all rows, then "
-                   "all again, each round starting one row later), with the highest peak RSS of its runs"
-                   if a.reps > 1 else ""))
-    return "\n".join([
-        f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
-        settings + f"; load average {load_before:.2f} before, {load_after:.2f} after.", "",
-        bench_report.table(rows), "", *bench_report.spread(rows), bench_report.ratio_table(rows), "",
-        *(bench_report.targets(rows) if a.preset == bench_report.TARGET_PRESET else
-          [f"targets: judged on the {bench_report.TARGET_PRESET} preset"]), ""])
+def run_settings(a, load_before: float, load_after: float) -> dict:
+    """What bench_report.settings needs to describe the run (kept in the run's meta)."""
+    return {"preset": a.preset, "models": a.models, "seed": a.seed, "frames": a.frames, "words": len(TEXT.split()),
+            "codec": a.codec, "chunk_frames": a.chunk_frames, "reps": a.reps,
+            "load_average": [load_before, load_after]}
+
+
+def run_name(meta: dict) -> str:
+    """A recorded run's file name: <UTC date>-<commit>.json, e.g. 2026-12-03-1237-c84e802.json
+    (-dirty when the tree had uncommitted changes); names sort by date."""
+    date = meta["date"].removesuffix(" UTC").replace(" ", "-").replace(":", "")
+    commit = (meta["commit"].split() or ["nocommit"])[0]
+    return f"{date}-{commit}{'-dirty' if 'uncommitted' in meta['commit'] else ''}.json"
+
+
+def record(results: dict, directory: pathlib.Path) -> pathlib.Path:
+    """Writes a run as directory/<run_name>.json (the content of results.json); returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / run_name(results["meta"])
+    path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 def main() -> int:
@@ -275,7 +281,8 @@ def main() -> int:
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "build" / "bench", help="results.json, WAVs")
     ap.add_argument("--reps", type=int, default=1,
                     help="runs of each row (odd), interleaved; a row is its run of median request time")
-    ap.add_argument("--report", type=pathlib.Path, help="markdown file to append the run to")
+    ap.add_argument("--record", type=pathlib.Path, metavar="DIR",
+                    help="also write the run as DIR/<UTC date>-<commit>.json (make bench: docs/bench/runs)")
     ap.add_argument("--chart", type=pathlib.Path, help="PNG bar chart (drawn in the reference environment)")
     a = ap.parse_args()
     if a.reps < 1 or a.reps % 2 == 0:
@@ -312,13 +319,13 @@ def main() -> int:
               flush=True)
     rows = [median_run(r) for r in reps]
     codes_agreement(rows)
-    report = markdown(meta, a, rows, load_before, os.getloadavg()[0])
-    print("\n" + report)
+    meta.update(run_settings(a, load_before, os.getloadavg()[0]))
     title = f"kazetts vs llama-tts vs PyTorch, {a.preset}, {a.frames} frames; {meta['cpu']}, {meta['date']}"
-    (a.out / "results.json").write_text(json.dumps({"title": title, "meta": meta, "rows": rows}, indent=1))
-    if a.report:
-        with open(a.report, "a", encoding="utf-8") as f:
-            f.write("\n" + report)
+    results = {"title": title, "meta": meta, "rows": rows}
+    print("\n" + bench_report.report(results))
+    (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    if a.record:
+        print(f"run recorded as {record(results, a.record)}")
     if a.chart:
         r = run_measured([str(REF_PYTHON), "scripts/bench_report.py", "--chart", str(a.out / "results.json"),
                           str(a.chart)])

@@ -1,6 +1,12 @@
-"""Figures, ratios, targets, markdown and chart of scripts/bench.py's rows (standard library only,
-matplotlib for the chart, which runs in the reference environment):
+"""Figures, ratios, targets, markdown and chart of scripts/bench.py's runs (standard library only,
+matplotlib for the chart, which runs in the reference environment).
 
+A run is one JSON file, {"title", "meta", "rows"}: build/bench/results.json, and for a full
+`make bench` its copy under docs/bench/runs/<UTC date>-<commit>.json. Its report (settings,
+table, ratios, targets) is rendered from that file, never kept as prose:
+
+    python3 scripts/bench_report.py docs/bench/runs/2026-12-03-1237-c84e802.json   # one run
+    python3 scripts/bench_report.py docs/bench/runs                                # the latest
     .venv-ref/bin/python scripts/bench_report.py --chart results.json out.png
 """
 
@@ -8,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 
 # (key, header, format): what every row reports, in table order
 FIGURES = [
@@ -232,12 +239,68 @@ def chart(rows: list[dict], path: str, title: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+MODEL_NAMES = {"base": "Base", "custom_voice": "CustomVoice"}
+
+
+def settings(meta: dict) -> str | None:
+    """The run's settings as one paragraph (None for a run that did not record them)."""
+    if "preset" not in meta:
+        return None
+    models = " and ".join(MODEL_NAMES.get(m, m) for m in meta["models"])
+    text = (f"preset `{meta['preset']}` (synthetic {models}, seed {meta['seed']}), {meta['frames']} frames "
+            f"({meta['frames'] * 0.08:.2f} s of audio) of a {meta['words']}-word French paragraph, greedy, "
+            "end-of-speech forbidden, non-streaming text prompt (kazetts also the streaming-text one: the "
+            "'streaming text' rows), x-vector speaker (CustomVoice: its first speaker by name); weights "
+            "T/C: talker T, mmproj (code predictor) C, Q4 files made by `kazetts quantize` from the F32 "
+            "ones; codes = F32: share of the request's greedy codes equal to the kazetts F32 files' "
+            "(and the first frame that differs), and for the Python engine's rows, teacher-forced on "
+            "the F32 codes (every frame starts from them), the shares of its CB0 / CB1-15 picks "
+            f"equal to them; kazetts codec weights {meta['codec']}, audio for the "
+            f"first frame then every {meta['chunk_frames']} frames; reference float32 SDPA"
+            + (f"; each row is the run of median request time of {meta['reps']} interleaved runs (all rows, then "
+               "all again, each round starting one row later), with the highest peak RSS of its runs"
+               if meta["reps"] > 1 else ""))
+    before, after = meta["load_average"]
+    return text + f"; load average {before:.2f} before, {after:.2f} after."
+
+
+def report(results: dict) -> str:
+    """A run's markdown report from its JSON: heading, settings, table, spread, ratios, targets."""
+    meta, rows = results["meta"], results["rows"]
+    described = settings(meta)
+    preset = meta.get("preset", TARGET_PRESET)
+    return "\n".join([
+        f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
+        *([described, ""] if described else [results["title"], ""]),
+        table(rows), "", *spread(rows), ratio_table(rows), "",
+        *(targets(rows) if preset == TARGET_PRESET else [f"targets: judged on the {TARGET_PRESET} preset"]), ""])
+
+
+def run_file(path: str) -> pathlib.Path:
+    """A run's JSON file: the path itself, or for a directory its latest run (names sort by date)."""
+    p = pathlib.Path(path)
+    if p.is_dir():
+        runs = sorted(p.glob("*.json"))
+        if not runs:
+            raise SystemExit(f"{p}: no run recorded (*.json)")
+        return runs[-1]
+    return p
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--chart", nargs=2, metavar=("RESULTS_JSON", "PNG"), required=True)
+    ap.add_argument("run", nargs="?", help="a run's JSON file, or a directory of them (its latest): print its report")
+    ap.add_argument("--chart", nargs=2, metavar=("RESULTS_JSON", "PNG"), help="draw the run's bar chart instead")
     a = ap.parse_args()
-    results = json.loads(open(a.chart[0], encoding="utf-8").read())
-    chart(results["rows"], a.chart[1], results["title"])
+    if a.chart:
+        results = json.loads(pathlib.Path(a.chart[0]).read_text(encoding="utf-8"))
+        chart(results["rows"], a.chart[1], results["title"])
+    elif a.run:
+        path = run_file(a.run)
+        print(f"<!-- {path} -->")
+        print(report(json.loads(path.read_text(encoding="utf-8"))))
+    else:
+        ap.error("give a run's JSON file (or a directory of runs), or --chart RESULTS_JSON PNG")
 
 
 if __name__ == "__main__":

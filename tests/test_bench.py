@@ -204,6 +204,60 @@ def test_variant_files_are_quantized_from_f32_once(tiny_checkpoint, tiny_gguf, t
     assert bench.model_files("tiny", "q4_0/q8_0", "custom_voice", 0)[0].stat().st_mtime_ns == made
 
 
+def _results(rows, **meta):
+    """A run's JSON as scripts/bench.py writes it."""
+    m = {"date": "2026-12-03 12:37 UTC", "cpu": "AMD EPYC", "cores": 2, "commit": "c84e802", "preset": "0.6b",
+         "models": ["base"], "seed": 0, "frames": 10, "words": 20, "codec": "f16", "chunk_frames": 4, "reps": 1,
+         "load_average": [0.94, 1.79]}
+    m.update(meta)
+    return {"title": "kazetts vs llama-tts vs PyTorch, 0.6b, 10 frames", "meta": m, "rows": rows}
+
+
+def test_a_run_is_recorded_as_its_results_json(tmp_path):
+    results = _results([_row("kazetts"), _row("llama-tts", talker_s=None)])
+    path = bench.record(results, tmp_path / "runs")
+    assert path == tmp_path / "runs" / "2026-12-03-1237-c84e802.json"
+    assert json.loads(path.read_text()) == results
+    dirty = _results([], date="2026-12-04 08:05 UTC", commit="c84e802 + uncommitted changes")["meta"]
+    assert bench.run_name(dirty) == "2026-12-04-0805-c84e802-dirty.json"
+
+
+def test_a_full_run_is_recorded_as_data_not_appended_to_the_page():
+    recipe = (REPO / "mk" / "bench.mk").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    assert "--record docs/bench/runs" in recipe and "--chart docs/benchmarks.png" in recipe
+    assert "benchmarks.md" not in recipe and "--report" not in recipe
+    usage = subprocess.run([sys.executable, str(REPO / "scripts" / "bench.py"), "--help"], capture_output=True,
+                           text=True, cwd=REPO)
+    assert usage.returncode == 0 and "--record DIR" in usage.stdout and "--report" not in usage.stdout
+
+
+def test_a_run_renders_from_its_json(tmp_path):
+    rows = [_row("kazetts", prompt="non-streaming"), _row("kazetts", prompt="streaming", first_audio_s=0.1),
+            _row("llama-tts", talker_s=None, code_predictor_s=None, talker_code_predictor_s=1.2, request_s=4.0),
+            _row("reference", weights="f32", request_s=6.0)]
+    results = _results(rows)
+    older = bench.record(_results(rows, date="2026-12-02 09:00 UTC", commit="1a2b3c4"), tmp_path / "runs")
+    path = bench.record(results, tmp_path / "runs")
+    text = bench_report.report(results)
+    assert text.startswith("## 2026-12-03 12:37 UTC: AMD EPYC, 2 cores, commit c84e802\n\npreset `0.6b` (synthetic "
+                           "Base, seed 0), 10 frames (0.80 s of audio) of a 20-word French paragraph, greedy, ")
+    assert "reference float32 SDPA; load average 0.94 before, 1.79 after.\n" in text
+    for part in (bench_report.table(rows), bench_report.ratio_table(rows), "\n".join(bench_report.targets(rows))):
+        assert part in text
+    assert "- speed-up over llama-tts: 2.67 x (>= 3 x): MISSED" in text  # 400 / 150 ms/frame
+    for arg, run in ((path, path), (older, older), (tmp_path / "runs", path)):  # a directory: its latest run
+        r = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_report.py"), str(arg)], capture_output=True,
+                           text=True, cwd=REPO)
+        assert r.returncode == 0 and run.name in r.stdout.splitlines()[0], r.stderr
+        assert r.stdout.endswith(bench_report.report(json.loads(run.read_text())) + "\n")
+    repeated = bench_report.report(_results(rows, preset="1.7b", reps=5, models=["base", "custom_voice"]))
+    assert "(synthetic Base and CustomVoice, seed 0)" in repeated and "of 5 interleaved runs" in repeated
+    assert repeated.rstrip().endswith("targets: judged on the 0.6b preset")
+    meta = {k: results["meta"][k] for k in ("date", "cpu", "cores", "commit")}  # a run that kept no settings
+    bare = {"title": "an older results.json", "meta": meta, "rows": rows}
+    assert "\n\nan older results.json\n\n| engine |" in bench_report.report(bare)
+
+
 def test_smoke_run(ref_python, tmp_path):
     out = tmp_path / "bench"
     r = subprocess.run(["make", "--no-print-directory", "bench-smoke", f"BENCH_SMOKE_OUT={out}"],
@@ -223,4 +277,7 @@ def test_smoke_run(ref_python, tmp_path):
         # the stages are parts of the request: together no longer than it (llama-tts rounds to 10 ms)
         assert 0 < stages <= row["request_s"] + 0.02, (stages, row)
     assert (out / "bench.png").stat().st_size > 10_000
+    runs = sorted((out / "runs").iterdir())  # --record: the run as data, the same content as results.json
+    assert [p.name for p in runs] == [bench.run_name(results["meta"])]
+    assert json.loads(runs[0].read_text()) == results
     assert "kazetts" in r.stdout and "targets" in r.stdout

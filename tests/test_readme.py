@@ -1,5 +1,6 @@
-"""The README's real-weights commands work as written, on a fresh directory: run on a tiny
-synthetic checkpoint under the official directory name."""
+"""The documented real-weights commands (docs/models.md, "Real weights", moved there from the
+README) work as written, on a fresh directory: run on a tiny synthetic checkpoint under the
+official directory name."""
 
 from __future__ import annotations
 
@@ -16,16 +17,16 @@ from conftest import REPO
 CHECKPOINT = "Qwen3-TTS-12Hz-0.6B-CustomVoice"
 
 
-def readme_commands(section: str) -> list[list[str]]:
-    """The shell commands of the first ```sh block after a README heading."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def doc_commands(page: str, section: str) -> list[list[str]]:
+    """The shell commands of the first ```sh block after a heading of a markdown page."""
+    text = (REPO / page).read_text(encoding="utf-8")
     block = re.search(rf"^## {re.escape(section)}\n.*?```sh\n(.*?)```", text, re.S | re.M).group(1)
     return [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def test_real_weights_flow_works_as_written(tiny_checkpoint, tmp_path):
     shutil.copytree(tiny_checkpoint("tiny", "custom_voice", 0), tmp_path / CHECKPOINT)
-    commands = readme_commands("Real weights")
+    commands = doc_commands("docs/models.md", "Real weights")
     assert [c[:2] for c in commands] == [[".venv/bin/kazetts", "convert"], [".venv/bin/kazetts", "say"],
                                          [".venv/bin/kazetts", "quantize"], [".venv/bin/kazetts", "quantize"],
                                          [".venv/bin/kazetts", "say"]]
