@@ -19,7 +19,7 @@ import soundfile
 from conftest import REPO
 from kazetts.engine.native_tts import NativeTTS, auto_codec_threads
 from kazetts.engine.tts import TTS
-from kazetts.gguf.errors import KazettsError
+from kazetts.errors import KazettsError
 from kazetts.stages import native
 
 LONG = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. " * 8

@@ -25,8 +25,8 @@ from typing import Iterator
 
 import numpy as np
 
+from kazetts.errors import BusyError, KazettsError, ModelFileError
 from kazetts.gguf import names as N
-from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError
 from kazetts.gguf.header import GGUFHeader
 from kazetts.engine.limits import MAX_SEED, MAX_THREADS
 from kazetts.stages import native

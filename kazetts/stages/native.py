@@ -15,7 +15,7 @@ import importlib.resources
 import os
 import pathlib
 
-from kazetts.gguf.errors import KazettsError
+from kazetts.errors import KazettsError
 
 ABI_VERSION = 7
 LIB_ENV = "KAZETTS_NATIVE_LIB"

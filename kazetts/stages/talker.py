@@ -23,8 +23,8 @@ import pathlib
 import llama_cpp
 import numpy as np
 
+from kazetts.errors import KazettsError
 from kazetts.gguf import names
-from kazetts.gguf.errors import KazettsError
 from kazetts.gguf.header import GGUFError
 from kazetts.stages import native
 from kazetts.stages.talker_file import TalkerFile
