@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from kazetts.engine.limits import MAX_SEED, MAX_THREADS
+from kazetts.request import MAX_SEED, MAX_THREADS
 from kazetts.stages.audio_input import MAX_REF_SILENCE
 from kazetts.stages.sampling import INT_OPTIONS, OPTIONS, Sampling, check_option
 

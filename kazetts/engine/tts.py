@@ -26,9 +26,9 @@ from typing import Iterator
 import numpy as np
 
 from kazetts.errors import BusyError, KazettsError, ModelFileError
+from kazetts.request import MAX_SEED, MAX_THREADS
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
-from kazetts.engine.limits import MAX_SEED, MAX_THREADS
 from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
-from kazetts.engine.limits import MAX_SEED
+from kazetts.request import MAX_SEED
 from kazetts.stages.sampling import INT_OPTIONS, OPTIONS, check_option
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
