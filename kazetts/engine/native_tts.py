@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
+from kazetts.request import OPTIONS
 from kazetts.stages import native
-from kazetts.stages.sampling import OPTIONS
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")
@@ -99,7 +99,7 @@ def _utf8(s: str | None) -> bytes | None:
     return s.encode("utf-8") if s else None
 
 
-# the Python engine's sampling keywords (kazetts.stages.sampling.Sampling) -> kz_tts_request fields
+# the Python engine's sampling keywords (kazetts.request.Sampling) -> kz_tts_request fields
 SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
 
 
