@@ -14,6 +14,8 @@ import numpy as np
 
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
 MAX_SEED = 2**63 - 1  # the native engine's request takes an int64 seed: both engines then draw alike
+MIN_SPEED, MAX_SPEED = 0.25, 4.0  # `speed`: the output's time-stretch (kazetts.engine.time_stretch)
+MAX_REF_SILENCE = 2.0  # seconds of silence `ref_silence` may append (about 0.5 s is the usual remedy)
 
 # The reference's generate defaults (qwen_tts Qwen3TTSModel._merge_generate_kwargs' hard_defaults,
 # the same for the talker and the code predictor's subtalker_*): the one copy of these numbers.

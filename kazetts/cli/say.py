@@ -11,8 +11,7 @@ import time
 
 import numpy as np
 
-from kazetts.request import INT_OPTIONS, MAX_SEED, MAX_THREADS, OPTIONS, Sampling, check_option
-from kazetts.stages.audio_input import MAX_REF_SILENCE
+from kazetts.request import INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_THREADS, OPTIONS, Sampling, check_option
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
-from kazetts.request import INT_OPTIONS, MAX_SEED, OPTIONS, check_option
+from kazetts.request import INT_OPTIONS, MAX_SEED, MAX_SPEED, MIN_SPEED, OPTIONS, check_option
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
