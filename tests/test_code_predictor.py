@@ -15,7 +15,7 @@ from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
 
 from kazetts.stages import code_predictor as code_predictor_module
 from kazetts.stages.code_predictor import CodePredictor, NumpyCodePredictor
-from kazetts.stages.native import NativeError
+from kazetts.native import NativeError
 
 COSINE_MIN = goldens.GATES["cosine_min"]
 EMB_TOL = goldens.GATES["embedding_sum_max_abs"]

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, golden_request
+from kazetts import native
 from kazetts.engine import native_tts
 from kazetts.engine.native_tts import NativeTTS
 from kazetts.engine.text_split import split_text
 from kazetts.engine.tts import TTS
 from kazetts.request import Sampling
-from kazetts.stages import native
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler, talker_config
 from kazetts.validation import goldens
 

@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
+from kazetts import native
 from kazetts.request import OPTIONS
-from kazetts.stages import native
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")

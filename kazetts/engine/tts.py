@@ -25,11 +25,11 @@ from typing import Iterator
 
 import numpy as np
 
+from kazetts import native
 from kazetts.errors import BusyError, KazettsError, ModelFileError
 from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
-from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.audio_input import check_ref_silence

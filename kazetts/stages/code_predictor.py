@@ -17,8 +17,8 @@ import os
 
 import numpy as np
 
+from kazetts import native
 from kazetts.request import TEMPERATURE, TOP_K, TOP_P
-from kazetts.stages import native
 from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
 
 WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}

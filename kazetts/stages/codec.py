@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from kazetts.stages import native
+from kazetts import native
 
 WEIGHTS = {"f32": 0, "f16": 1}
 _c_float_p = ctypes.POINTER(ctypes.c_float)

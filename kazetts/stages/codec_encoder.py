@@ -16,7 +16,7 @@ import pathlib
 
 import numpy as np
 
-from kazetts.stages import native
+from kazetts import native
 
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)

@@ -33,7 +33,7 @@ repetition penalty, no min length, no suppressed ids; only the warpers 5-7 when 
 plain argmax in greedy mode.
 
 Random numbers: ``pick`` draws one uniform from ``rng.random()`` (any source with that method:
-a numpy ``Generator``, or ``kazetts.stages.native.Rng``, the splitmix64 stream both engines use)
+a numpy ``Generator``, or ``kazetts.native.Rng``, the splitmix64 stream both engines use)
 and inverts the CDF, so a given seed gives the same tokens run to run. The native engine's
 copy of these rules (native/src/sampling.cpp, cp_sampling.h) is pinned to this module by
 tests/test_native_engine.py. It cannot reproduce ``torch.multinomial``'s random stream bit

@@ -17,8 +17,9 @@ import pathlib
 
 import numpy as np
 
+from kazetts import native
 from kazetts.gguf.header import GGUFHeader
-from kazetts.stages import mel, native
+from kazetts.stages import mel
 
 PREFIXES = ("a.", "mm.a.")  # llama.cpp's speaker encoder tensors (a.gen.* is the generator)
 _c_float_p = ctypes.POINTER(ctypes.c_float)

@@ -23,10 +23,10 @@ import pathlib
 import llama_cpp
 import numpy as np
 
+from kazetts import native
 from kazetts.errors import KazettsError
 from kazetts.gguf import names
 from kazetts.gguf.header import GGUFError
-from kazetts.stages import native
 from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
