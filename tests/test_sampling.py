@@ -1,4 +1,4 @@
-"""kazetts.sampling: the talker / code predictor sampler against the goldens and against HF's
+"""kazetts.stages.sampling: the talker / code predictor sampler against the goldens and against HF's
 own logits processors (transformers 4.57.3, as qwen-tts 0.1.1's generate configures them)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 is a slow pure-numpy implementation of the same model read from the same GGUF, used by the tests
 to cross-check the native one (never by the runtime).
 
-Sampling follows ``kazetts.sampling.CodePredictorSampler``: pass ``rng`` (a numpy Generator) and
+Sampling follows ``kazetts.stages.sampling.CodePredictorSampler``: pass ``rng`` (a numpy Generator) and
 the native code draws its 15 uniforms from it exactly as the numpy sampler would (one
 ``rng.random()`` per codebook), so both give the same codes for the same generator state; or
 pass a ``native.Rng`` (the engines' stream) and the native code draws from its state.
