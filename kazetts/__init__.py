@@ -7,7 +7,7 @@
 __version__ = "0.1.0"
 
 
-from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError  # noqa: F401  (cheap: no imports)
+from kazetts.errors import BusyError, KazettsError, ModelFileError  # noqa: F401  (cheap: no imports)
 
 
 def __getattr__(name):

@@ -164,7 +164,7 @@ log "kazetts say \"$TEXT\" -o out.wav --model tiny --speaker vivian"
 venv/bin/kazetts say "$TEXT" -o out.wav --model tiny --speaker vivian
 venv/bin/python - <<\EOF
 import platform, soundfile
-from kazetts.stages import native
+from kazetts import native
 native.library()
 ggml = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libggml-base" in line})
 print(f"{platform.machine()}: {native.library_path()} with {ggml}")

@@ -75,7 +75,7 @@ def q8_0_bytes_per_frame(mmproj) -> int:
 def cpu_runs(mmproj, kernels: str) -> bool:
     """Whether this CPU runs the code predictor's `kernels` (loading fails if it does not)."""
     from kazetts.stages.code_predictor import CodePredictor
-    from kazetts.stages.native import NativeError
+    from kazetts.native import NativeError
     try:
         CodePredictor(mmproj, threads=1, weights="q8_0", kernels=kernels).close()
         return True

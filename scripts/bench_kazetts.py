@@ -71,14 +71,16 @@ def forced_agreement(tts: TTS, text: str, options: dict, codes: np.ndarray) -> d
     shares of CB0 and of CB1..15 equal to them (frames not reached, after an end-of-speech,
     count as different). `text` must be one piece (the benchmark's is)."""
     from kazetts.engine.talker_loop import run_talker
-    from kazetts.stages.sampling import Sampling, TalkerSampler
+    from kazetts.request import Sampling
+    from kazetts.stages.sampling import TalkerSampler, talker_config
 
     pieces = tts._prompts(text, options.get("speaker"), options["language"], None, options.get("speaker_embedding"),
                           options["text_streaming"], len(codes))
     if len(pieces) != 1:
         raise ValueError(f"the teacher-forced run takes a one-piece text, not {len(pieces)} pieces")
     prompt = pieces[0][0]
-    sampler = TalkerSampler.for_talker(tts.talker.file.codec_vocab_size, tts.voices.codec_eos, Sampling(greedy=True).talker())
+    sampler = TalkerSampler.for_talker(tts.talker.file.codec_vocab_size, tts.voices.codec_eos,
+                                       talker_config(Sampling(greedy=True)))
     forced = ForcedFrames(tts.code_predictor, codes, sampler)
     run_talker(tts.talker, prompt, sampler, forced, len(codes))
     return {"forced_cb0_equal": forced.cb0_equal / len(codes), "forced_cp_equal": forced.cp_equal / (15 * len(codes))}

@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("presets", nargs="*", metavar="PRESET",
                         help=f"presets to check (default: all of {', '.join(presets.PRESETS)})")
     parser.add_argument("--load", nargs="+", type=pathlib.Path, metavar="DIR",
-                        help="instead, strict-load these checkpoint directories with kazetts.reference.load_strict")
+                        help="instead, strict-load these checkpoint directories with "
+                             "kazetts.validation.reference.load_strict")
     args = parser.parse_args(argv)
     unknown = [p for p in args.presets if p not in presets.PRESETS]
     if unknown:

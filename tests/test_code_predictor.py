@@ -15,7 +15,7 @@ from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
 
 from kazetts.stages import code_predictor as code_predictor_module
 from kazetts.stages.code_predictor import CodePredictor, NumpyCodePredictor
-from kazetts.stages.native import NativeError
+from kazetts.native import NativeError
 
 COSINE_MIN = goldens.GATES["cosine_min"]
 EMB_TOL = goldens.GATES["embedding_sum_max_abs"]
@@ -105,7 +105,7 @@ def test_numpy_fallback_equals_native(name, mmproj):
 
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.9, 50, 1.0), (0.7, 0, 0.8), (1.3, 5, 0.9), (1.0, 1, 1.0)])
 def test_sampling_semantics_match_python_sampler(mmproj, temperature, top_k, top_p):
-    """Native sampling on its own logits == kazetts.sampling.CodePredictorSampler with the same draws."""
+    """Native sampling on its own logits == kazetts.stages.sampling.CodePredictorSampler with the same draws."""
     _, arrays, key = _case("cv_english_stream")
     cp = CodePredictor(mmproj(*key, "f32"), threads=1)
     sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature, top_k, top_p, greedy=False))

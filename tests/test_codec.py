@@ -7,9 +7,9 @@ import subprocess
 import numpy as np
 import pytest
 
+from kazetts import native
 from kazetts.validation import goldens
 from kazetts.validation.goldens import GATES
-from kazetts.stages import native
 from tests.conftest import DUMPS, REPO, edited
 
 STAGES = ["quantized", "pre_conv", "transformer", "upsample"]

@@ -17,10 +17,10 @@ import pytest
 import soundfile
 
 from conftest import REPO
+from kazetts import native
 from kazetts.engine.native_tts import NativeTTS, auto_codec_threads
 from kazetts.engine.tts import TTS
-from kazetts.gguf.errors import KazettsError
-from kazetts.stages import native
+from kazetts.errors import KazettsError
 
 LONG = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. " * 8
 SHORT = "Hello world, this is the talker speaking."

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import DUMPS, REPO, golden_request
 from kazetts.engine.tts import TTS
-from kazetts.stages.sampling import OPTIONS
+from kazetts.request import OPTIONS
 from kazetts.validation import goldens
 
 BUILD = REPO / "build" / "editable"  # the build directory of `make setup` (Makefile: .venv/.native)

@@ -9,7 +9,7 @@ import sys
 import llama_cpp
 import pytest
 
-from kazetts.stages import native
+from kazetts import native
 
 
 def test_library_loads_with_matching_abi():

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, golden_request
+from kazetts import native
 from kazetts.engine import native_tts
 from kazetts.engine.native_tts import NativeTTS
 from kazetts.engine.text_split import split_text
 from kazetts.engine.tts import TTS
-from kazetts.stages import native
-from kazetts.stages.sampling import SamplerConfig, Sampling, TalkerSampler
+from kazetts.request import Sampling
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler, talker_config
 from kazetts.validation import goldens
 
 CASES = [case.name for case in goldens.CASES]
@@ -86,12 +87,12 @@ def test_sampled_engines_agree_for_one_seed(engines, seed, sampling):
 
 
 def test_native_default_request_is_the_reference_sampling():
-    """kz_tts_default_request's sampling fields are kazetts.stages.sampling's defaults (one definition)."""
+    """kz_tts_default_request's sampling fields are kazetts.request's defaults (one definition)."""
     r, defaults = native_tts.lib().kz_tts_default_request(), Sampling()
     assert r.greedy == defaults.greedy
     for name, field in native_tts.SAMPLING_FIELDS.items():
         assert getattr(r, field) == getattr(defaults, name), name
-    assert r.min_frames == defaults.talker().min_new_tokens == 2  # the reference's min_new_tokens
+    assert r.min_frames == talker_config(defaults).min_new_tokens == 2  # the reference's min_new_tokens
 
 
 def test_min_frames_bans_end_of_speech_until_reached(engines):

@@ -27,7 +27,7 @@ WHEEL_CACHE = os.environ.get("KAZETTS_WHEEL_CACHE", "")
 FORMS = os.environ.get("KAZETTS_PIP_FORMS", "sdist").split(",")
 TEXT = "Bonjour tout le monde."
 # The library the venv loads, then every libggml-base mapped in the process once it is loaded.
-LOADED = ("from kazetts.stages import native; native.library(); print(native.library_path()); "
+LOADED = ("from kazetts import native; native.library(); print(native.library_path()); "
           "print(*sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libggml-base' in line}))")
 
 

@@ -1,4 +1,4 @@
-"""Talker inputs built by kazetts.prompt equal the reference's, for every golden case."""
+"""Talker inputs built by kazetts.stages.prompt equal the reference's, for every golden case."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kazetts.sampling: the talker / code predictor sampler against the goldens and against HF's
+"""kazetts.stages.sampling: the talker / code predictor sampler against the goldens and against HF's
 own logits processors (transformers 4.57.3, as qwen-tts 0.1.1's generate configures them)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, run_script
+from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
+from kazetts.stages.sampling import (CodePredictorSampler, SamplerConfig, TalkerSampler, apply_top_k, code_predictor_config,
+                                    margin, talker_config, talker_suppress_tokens)
 from kazetts.validation import goldens
-from kazetts.stages.sampling import (TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY, CodePredictorSampler, SamplerConfig,
-                                    Sampling, TalkerSampler, apply_top_k, margin, talker_suppress_tokens)
 
 CASE_NAMES = [case.name for case in goldens.CASES]
 
@@ -213,10 +214,10 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
     s = Sampling()
     assert (s.temperature, s.top_k, s.top_p, s.repetition_penalty) == (np.float32(0.9), 50, 1.0, np.float32(1.05))
     assert (TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY) == (0.9, 50, 1.0, 1.05)  # qwen_tts hard_defaults
-    talker = Sampling(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3).talker()
+    talker = talker_config(Sampling(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3))
     assert (talker.temperature, talker.top_k, talker.top_p, talker.repetition_penalty, talker.min_new_tokens) == \
         (np.float32(0.7), 5, np.float32(0.8), np.float32(1.3), 2)
-    cp = Sampling(greedy=True, subtalker_temperature=1.2, subtalker_top_k=0, subtalker_top_p=0.5).code_predictor()
+    cp = code_predictor_config(Sampling(greedy=True, subtalker_temperature=1.2, subtalker_top_k=0, subtalker_top_p=0.5))
     assert (cp.greedy, cp.temperature, cp.top_k, cp.top_p, cp.repetition_penalty, cp.min_new_tokens) == \
         (True, np.float32(1.2), 0, 0.5, 1.0, 0)
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, run_script
-from kazetts.stages import mel, native
+from kazetts import native
+from kazetts.stages import mel
 from kazetts.stages.audio_input import reference_audio
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.validation import goldens

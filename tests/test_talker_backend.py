@@ -11,7 +11,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from kazetts.stages import native
+from kazetts import native
 from kazetts.stages.talker import Talker
 
 LIB = native.bind({

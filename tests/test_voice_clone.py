@@ -13,7 +13,7 @@ gguf = pytest.importorskip("gguf")
 from conftest import DUMPS  # noqa: E402
 from kazetts.gguf import names as N  # noqa: E402
 from kazetts.stages.codec_encoder import CodecEncoder  # noqa: E402
-from kazetts.stages.native import NativeError  # noqa: E402
+from kazetts.native import NativeError  # noqa: E402
 from kazetts.stages.prompt import VoiceTable, build_icl_prompt  # noqa: E402
 from kazetts.validation import goldens  # noqa: E402
 from kazetts.validation.validate import validate_clone_encoder  # noqa: E402

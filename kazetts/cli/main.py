@@ -11,7 +11,7 @@ from kazetts import __version__
 from kazetts.cli import enroll as cli_enroll
 from kazetts.cli import say as cli_say
 from kazetts.cli import serve as cli_serve
-from kazetts.gguf.errors import KazettsError
+from kazetts.errors import KazettsError
 
 DEBUG_ENV = "KAZETTS_DEBUG"  # set to 1 for tracebacks instead of one-line errors
 

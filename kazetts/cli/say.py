@@ -11,9 +11,7 @@ import time
 
 import numpy as np
 
-from kazetts.engine.limits import MAX_SEED, MAX_THREADS
-from kazetts.stages.audio_input import MAX_REF_SILENCE
-from kazetts.stages.sampling import INT_OPTIONS, OPTIONS, Sampling, check_option
+from kazetts.request import INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_THREADS, OPTIONS, Sampling, check_option
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 
@@ -52,7 +50,7 @@ def sampling_option(name: str):
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     """--temperature, --top-k, --top-p, --repetition-penalty and --subtalker-*: the engine's
-    sampling options (kazetts.stages.sampling.Sampling); not given, the reference's defaults."""
+    sampling options (kazetts.request.Sampling); not given, the reference's defaults."""
     defaults = Sampling()
     for name, (_, valid) in OPTIONS.items():
         stage = "code predictor (codebooks 1..15)" if name.startswith("subtalker_") else "talker (codebook 0)"

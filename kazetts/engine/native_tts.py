@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from kazetts.stages import native
-from kazetts.stages.sampling import OPTIONS
+from kazetts import native
+from kazetts.request import OPTIONS
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")
@@ -56,37 +56,31 @@ class NativeResult(ctypes.Structure):
 
 
 CHUNK_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(Chunk), ctypes.c_void_p)
-_BOUND = False
+_c_int32_p = ctypes.POINTER(ctypes.c_int32)
+_P = ctypes.c_void_p
+_SIGNATURES = {
+    "kz_tts_default_params": (Params, None),
+    "kz_tts_default_request": (Request, None),
+    "kz_tts_auto_codec_threads": (ctypes.c_int32, [ctypes.c_int32]),
+    "kz_tts_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Params), ctypes.POINTER(_P),
+                                   ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_tts_free": (None, [_P]),
+    "kz_tts_model_info": (ctypes.c_char_p, [_P]),
+    "kz_tts_last_error": (ctypes.c_char_p, [_P]),
+    "kz_tts_sample_rate": (ctypes.c_int, [_P]),
+    "kz_tts_synthesize": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, _P,
+                                         ctypes.POINTER(NativeResult)]),
+    "kz_tts_cancel": (None, [_P]),
+    "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
+    "kz_text_split": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int32, _c_int32_p, ctypes.c_int32]),
+    "kz_talker_choose": (ctypes.c_int, [ctypes.POINTER(ctypes.c_float), ctypes.c_int32, ctypes.c_int32, _c_int32_p,
+                                        ctypes.c_int32, ctypes.POINTER(Request), ctypes.POINTER(ctypes.c_uint64)]),
+}
 
 
 def lib() -> ctypes.CDLL:
     """libkazetts with the tts.h functions typed."""
-    global _BOUND
-    lib = native.library()
-    if not _BOUND:
-        P = ctypes.c_void_p
-        lib.kz_tts_default_params.restype = Params
-        lib.kz_tts_default_request.restype = Request
-        lib.kz_tts_auto_codec_threads.argtypes = [ctypes.c_int32]
-        lib.kz_tts_auto_codec_threads.restype = ctypes.c_int32
-        lib.kz_tts_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Params), ctypes.POINTER(P),
-                                    ctypes.c_char_p, ctypes.c_size_t]
-        lib.kz_tts_free.argtypes = [P]
-        lib.kz_tts_free.restype = None
-        lib.kz_tts_model_info.argtypes = lib.kz_tts_last_error.argtypes = [P]
-        lib.kz_tts_model_info.restype = lib.kz_tts_last_error.restype = ctypes.c_char_p
-        lib.kz_tts_sample_rate.argtypes = [P]
-        lib.kz_tts_synthesize.argtypes = [P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, P,
-                                          ctypes.POINTER(NativeResult)]
-        lib.kz_tts_cancel.argtypes = [P]
-        lib.kz_tts_cancel.restype = None
-        lib.kz_tts_last_codes.argtypes = [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]
-        lib.kz_text_split.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32]
-        lib.kz_talker_choose.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_int32, ctypes.c_int32,
-                                         ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, ctypes.POINTER(Request),
-                                         ctypes.POINTER(ctypes.c_uint64)]
-        _BOUND = True
-    return lib
+    return native.bind(_SIGNATURES)
 
 
 def auto_codec_threads(threads: int) -> int:
@@ -99,7 +93,7 @@ def _utf8(s: str | None) -> bytes | None:
     return s.encode("utf-8") if s else None
 
 
-# the Python engine's sampling keywords (kazetts.stages.sampling.Sampling) -> kz_tts_request fields
+# the Python engine's sampling keywords (kazetts.request.Sampling) -> kz_tts_request fields
 SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
 
 
@@ -118,7 +112,7 @@ def request(speaker: str | None = None, language: str = "auto", instruct: str | 
     if speaker_embedding is not None:
         x = np.ascontiguousarray(speaker_embedding, dtype=np.float32).reshape(-1)
         keep.append(x)
-        r.xvector = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        r.xvector = native.ptr(x)
         r.xvector_len = x.size
     r.text_streaming, r.greedy = int(text_streaming), int(greedy)
     r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
@@ -209,5 +203,5 @@ class NativeTTS(native.NativeHandle):
     def last_codes(self) -> np.ndarray:
         n = self._lib.kz_tts_last_codes(self._handle, None, 0)
         out = np.zeros((n, N_CODEBOOKS), np.int32)
-        self._lib.kz_tts_last_codes(self._handle, out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), out.size)
+        self._lib.kz_tts_last_codes(self._handle, native.ptr(out, ctypes.c_int32), out.size)
         return out

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-MIN_SPEED, MAX_SPEED = 0.25, 4.0
+from kazetts.request import MAX_SPEED, MIN_SPEED
+
 FRAME_SECONDS, TOLERANCE_SECONDS = 0.04, 0.015
 
 

@@ -25,18 +25,18 @@ from typing import Iterator
 
 import numpy as np
 
+from kazetts import native
+from kazetts.errors import BusyError, KazettsError, ModelFileError
+from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
 from kazetts.gguf import names as N
-from kazetts.gguf.errors import BusyError, KazettsError, ModelFileError
 from kazetts.gguf.header import GGUFHeader
-from kazetts.engine.limits import MAX_SEED, MAX_THREADS
-from kazetts.stages import native
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.audio_input import check_ref_silence
 from kazetts.stages.codec_encoder import CodecEncoder
 from kazetts.stages.prompt import (ROLE_TOKENS, TAIL_TOKENS, Prompt, build_icl_prompt, build_prompt, chat_text,
                                     instruct_text, ref_chat_text)
-from kazetts.stages.sampling import TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY, Sampling, TalkerSampler
+from kazetts.stages.sampling import TalkerSampler, code_predictor_config, talker_config
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
 from kazetts.engine.codec_pipeline import CodecPipeline
@@ -315,7 +315,7 @@ class TTS:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
 
-        Sampling takes the reference's generate options (kazetts.stages.sampling.Sampling):
+        Sampling takes the reference's generate options (kazetts.request.Sampling):
         temperature (> 0), top_k (>= 0, 0: off), top_p (in (0, 1]) and repetition_penalty (> 0)
         for the talker's codebook 0, subtalker_* for the code predictor's 1..15; greedy=True is
         argmax after the repetition penalty. `seed` makes sampling reproducible.
@@ -356,8 +356,8 @@ class TTS:
     def _samplers(self, sampling: Sampling, seed: int | None) -> tuple[native.Rng | None, TalkerSampler, NativeFrames]:
         """A request's random stream (None when greedy), CB0 sampler and code predictor frames."""
         rng = None if sampling.greedy else native.Rng(seed)
-        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos, sampling.talker())
-        return rng, sampler, NativeFrames(self.code_predictor, sampling.code_predictor(), rng)
+        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos, talker_config(sampling))
+        return rng, sampler, NativeFrames(self.code_predictor, code_predictor_config(sampling), rng)
 
     def _check_open(self) -> None:
         """Between two chunks: a TTS closed during the request stops it."""

@@ -20,7 +20,7 @@ import gguf
 import numpy as np
 from gguf.quants import dequantize
 
-from kazetts.gguf.errors import ModelFileError
+from kazetts.errors import ModelFileError
 
 VERSIONS = (2, 3)  # GGUFv1 (32-bit counts) is no longer read by ggml either
 MAX_DIMS = 4       # GGML_MAX_DIMS

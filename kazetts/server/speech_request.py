@@ -4,7 +4,7 @@ checked field by field into a SpeechRequest; every refusal is a 400 naming the f
 OpenAI's fields: model, input, voice (a name, or {"id": ...}), instructions, response_format,
 speed, stream_format; kazetts' extensions: language, seed, the sampling options of the engine
 (temperature, top_k, top_p, repetition_penalty, subtalker_temperature, subtalker_top_k,
-subtalker_top_p: kazetts.stages.sampling) and the aliases speaker = voice, instruct =
+subtalker_top_p: kazetts.request) and the aliases speaker = voice, instruct =
 instructions that other Qwen3-TTS servers take. Unknown fields are ignored, as
 clients add their own (Kokoro's "stream", "lang_code" ...).
 """
@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kazetts.engine.time_stretch import MAX_SPEED, MIN_SPEED
-from kazetts.engine.limits import MAX_SEED
-from kazetts.stages.sampling import INT_OPTIONS, OPTIONS, check_option
+from kazetts.request import INT_OPTIONS, MAX_SEED, MAX_SPEED, MIN_SPEED, OPTIONS, check_option
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 

@@ -20,13 +20,14 @@ import warnings
 
 import numpy as np
 
+from kazetts.request import MAX_REF_SILENCE
+
 SAMPLE_RATE = 24000  # the speaker encoder's and the codec encoder's rate (speaker_encoder_config.sample_rate)
 SOXR_QUALITY = "soxr_hq"  # librosa.resample's default res_type, passed to soxr.resample as is
 MAX_SECONDS = 60.0  # longer references do not clone better; memory grows with the length
 SILENCE_PEAK = 1e-4  # -80 dBFS: below this a reference holds no voice
 SHORT_SECONDS = 1.0  # below this the speaker embedding is a poor estimate (a warning, not an error)
 MAX_CHANNELS = 16  # more "channels" than this is an array passed as [channels, samples]
-MAX_REF_SILENCE = 2.0  # seconds of silence `ref_silence` may append (about 0.5 s is the usual remedy)
 
 
 def read_audio(path: str | os.PathLike, name: str = "ref_audio") -> tuple[np.ndarray, int]:

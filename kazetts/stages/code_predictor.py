@@ -4,7 +4,7 @@
 is a slow pure-numpy implementation of the same model read from the same GGUF, used by the tests
 to cross-check the native one (never by the runtime).
 
-Sampling follows ``kazetts.sampling.CodePredictorSampler``: pass ``rng`` (a numpy Generator) and
+Sampling follows ``kazetts.stages.sampling.CodePredictorSampler``: pass ``rng`` (a numpy Generator) and
 the native code draws its 15 uniforms from it exactly as the numpy sampler would (one
 ``rng.random()`` per codebook), so both give the same codes for the same generator state; or
 pass a ``native.Rng`` (the engines' stream) and the native code draws from its state.
@@ -17,8 +17,9 @@ import os
 
 import numpy as np
 
-from kazetts.stages import native
-from kazetts.stages.sampling import TEMPERATURE, TOP_K, TOP_P, CodePredictorSampler, SamplerConfig
+from kazetts import native
+from kazetts.request import TEMPERATURE, TOP_K, TOP_P
+from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
 
 WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
 KERNELS = {"auto": 0, "ggml": 1, "avx2": 2, "avx512-vnni": 3}
@@ -34,38 +35,24 @@ class _Sampling(ctypes.Structure):
                 ("rng_state", ctypes.POINTER(ctypes.c_uint64))]
 
 
-_BOUND = False
-
-
-def _lib():
-    global _BOUND
-    lib = native.library()
-    if not _BOUND:
-        P = ctypes.c_void_p
-        f32p = ctypes.POINTER(ctypes.c_float)
-        i32p = ctypes.POINTER(ctypes.c_int32)
-        lib.kz_cp_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Params), ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_size_t]
-        lib.kz_cp_load.restype = ctypes.c_int
-        lib.kz_cp_free.argtypes = [P]
-        lib.kz_cp_free.restype = None
-        for name in ("kz_cp_n_embd_in", "kz_cp_n_embd", "kz_cp_n_codebooks", "kz_cp_vocab", "kz_cp_cb0_vocab"):
-            getattr(lib, name).argtypes = [P]
-            getattr(lib, name).restype = ctypes.c_int32
-        lib.kz_cp_set_threads.argtypes = [P, ctypes.c_int32]
-        lib.kz_cp_set_threads.restype = ctypes.c_int
-        lib.kz_cp_predict_frame.argtypes = [P, f32p, ctypes.c_int32, ctypes.POINTER(_Sampling), i32p, f32p, f32p]
-        lib.kz_cp_predict_frame.restype = ctypes.c_int
-        lib.kz_cp_embed_codes.argtypes = [P, i32p, f32p]
-        lib.kz_cp_embed_codes.restype = ctypes.c_int
-        for name in ("kz_cp_last_error", "kz_cp_kernel_name"):
-            getattr(lib, name).argtypes = [P]
-            getattr(lib, name).restype = ctypes.c_char_p
-        _BOUND = True
-    return lib
-
-
-def _ptr(a: np.ndarray, ctype):
-    return a.ctypes.data_as(ctypes.POINTER(ctype))
+_c_float_p = ctypes.POINTER(ctypes.c_float)
+_c_int32_p = ctypes.POINTER(ctypes.c_int32)
+_P = ctypes.c_void_p
+_SIGNATURES = {
+    "kz_cp_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_Params), ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_cp_free": (None, [_P]),
+    "kz_cp_n_embd_in": (ctypes.c_int32, [_P]),
+    "kz_cp_n_embd": (ctypes.c_int32, [_P]),
+    "kz_cp_n_codebooks": (ctypes.c_int32, [_P]),
+    "kz_cp_vocab": (ctypes.c_int32, [_P]),
+    "kz_cp_cb0_vocab": (ctypes.c_int32, [_P]),
+    "kz_cp_set_threads": (ctypes.c_int, [_P, ctypes.c_int32]),
+    "kz_cp_predict_frame": (ctypes.c_int, [_P, _c_float_p, ctypes.c_int32, ctypes.POINTER(_Sampling), _c_int32_p, _c_float_p,
+                                           _c_float_p]),
+    "kz_cp_embed_codes": (ctypes.c_int, [_P, _c_int32_p, _c_float_p]),
+    "kz_cp_last_error": (ctypes.c_char_p, [_P]),
+    "kz_cp_kernel_name": (ctypes.c_char_p, [_P]),
+}
 
 
 class CodePredictor(native.NativeHandle):
@@ -86,7 +73,7 @@ class CodePredictor(native.NativeHandle):
             raise ValueError(f"unknown weight type {weights!r}: choose one of auto, file, f32, f16, q8_0, q4_0")
         if kernels not in KERNELS:
             raise ValueError(f"unknown kernels {kernels!r}: choose one of {', '.join(KERNELS)}")
-        self._lib = _lib()
+        self._lib = native.bind(_SIGNATURES)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
         params = _Params(int(threads), WEIGHT_TYPES[weights], KERNELS[kernels])
@@ -130,16 +117,15 @@ class CodePredictor(native.NativeHandle):
             elif rng is not None:
                 u = np.ascontiguousarray(rng.random(self.n_codebooks), dtype=np.float64)
                 keep.append(u)
-                s.uniforms = _ptr(u, ctypes.c_double)
+                s.uniforms = native.ptr(u, ctypes.c_double)
             elif seed is not None:
                 state = ctypes.c_uint64(int(seed) & (2**64 - 1))
                 keep.append(state)
                 s.rng_state = ctypes.pointer(state)
             else:
                 raise ValueError("sampling needs rng= (numpy Generator) or seed=")
-        status = self._lib.kz_cp_predict_frame(self._handle, _ptr(hidden, ctypes.c_float), int(cb0), ctypes.byref(s),
-                                               _ptr(codes, ctypes.c_int32), _ptr(emb, ctypes.c_float),
-                                               _ptr(logits, ctypes.c_float) if logits is not None else None)
+        status = self._lib.kz_cp_predict_frame(self._handle, native.ptr(hidden), int(cb0), ctypes.byref(s),
+                                               native.ptr(codes, ctypes.c_int32), native.ptr(emb), native.ptr(logits))
         self._check(status)
         return (codes, emb, logits) if return_logits else (codes, emb)
 
@@ -149,7 +135,7 @@ class CodePredictor(native.NativeHandle):
         if c.size != self.n_codebooks + 1:
             raise ValueError(f"need {self.n_codebooks + 1} codes, got {c.size}")
         out = np.zeros(self.n_embd_in, np.float32)
-        self._check(self._lib.kz_cp_embed_codes(self._handle, _ptr(c, ctypes.c_int32), _ptr(out, ctypes.c_float)))
+        self._check(self._lib.kz_cp_embed_codes(self._handle, native.ptr(c, ctypes.c_int32), native.ptr(out)))
         return out
 
 

@@ -13,39 +13,31 @@ import pathlib
 
 import numpy as np
 
-from kazetts.stages import native
+from kazetts import native
 
 WEIGHTS = {"f32": 0, "f16": 1}
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
-
-
-def _bind() -> ctypes.CDLL:
-    P = ctypes.c_void_p
-    sigs = {
-        "kz_codec_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_size_t]),
-        "kz_codec_free": (None, [P]),
-        "kz_codec_last_error": (ctypes.c_char_p, [P]),
-        "kz_codec_n_codebooks": (ctypes.c_int, [P]),
-        "kz_codec_codebook_size": (ctypes.c_int, [P, ctypes.c_int]),
-        "kz_codec_samples_per_frame": (ctypes.c_int, [P]),
-        "kz_codec_sample_rate": (ctypes.c_int, [P]),
-        "kz_codec_dim": (ctypes.c_int, [P, ctypes.c_int]),
-        "kz_codec_set_threads": (ctypes.c_int, [P, ctypes.c_int]),
-        "kz_codec_set_max_chunk": (ctypes.c_int, [P, ctypes.c_int]),
-        "kz_codec_decode": (ctypes.c_int, [P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t]),
-        "kz_codec_decode_debug": (ctypes.c_int, [P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
-                                                 _c_float_p, _c_float_p, _c_float_p, _c_float_p]),
-        "kz_codec_stream_push": (ctypes.c_int, [P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
-                                                ctypes.POINTER(ctypes.c_size_t)]),
-        "kz_codec_stream_position": (ctypes.c_int64, [P]),
-        "kz_codec_reset": (ctypes.c_int, [P]),
-    }
-    return native.bind(sigs)
-
-
-def _fptr(a: np.ndarray | None):
-    return None if a is None else a.ctypes.data_as(_c_float_p)
+_P = ctypes.c_void_p
+_SIGNATURES = {
+    "kz_codec_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_codec_free": (None, [_P]),
+    "kz_codec_last_error": (ctypes.c_char_p, [_P]),
+    "kz_codec_n_codebooks": (ctypes.c_int, [_P]),
+    "kz_codec_codebook_size": (ctypes.c_int, [_P, ctypes.c_int]),
+    "kz_codec_samples_per_frame": (ctypes.c_int, [_P]),
+    "kz_codec_sample_rate": (ctypes.c_int, [_P]),
+    "kz_codec_dim": (ctypes.c_int, [_P, ctypes.c_int]),
+    "kz_codec_set_threads": (ctypes.c_int, [_P, ctypes.c_int]),
+    "kz_codec_set_max_chunk": (ctypes.c_int, [_P, ctypes.c_int]),
+    "kz_codec_decode": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t]),
+    "kz_codec_decode_debug": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
+                                             _c_float_p, _c_float_p, _c_float_p, _c_float_p]),
+    "kz_codec_stream_push": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
+                                            ctypes.POINTER(ctypes.c_size_t)]),
+    "kz_codec_stream_position": (ctypes.c_int64, [_P]),
+    "kz_codec_reset": (ctypes.c_int, [_P]),
+}
 
 
 class CodecDecoder(native.NativeHandle):
@@ -56,7 +48,7 @@ class CodecDecoder(native.NativeHandle):
     def __init__(self, mmproj: str | pathlib.Path, threads: int = 2, weights: str = "f32"):
         if weights not in WEIGHTS:
             raise ValueError(f"weights must be one of {list(WEIGHTS)}, got {weights!r}")
-        self._lib = _bind()
+        self._lib = native.bind(_SIGNATURES)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
         status = self._lib.kz_codec_load(str(mmproj).encode(), int(threads), WEIGHTS[weights], ctypes.byref(self._handle), err, len(err))
@@ -91,15 +83,16 @@ class CodecDecoder(native.NativeHandle):
         of quantized [C, T], pre_conv [D, T], transformer [D, T], upsample [D, 4T] (golden layout)."""
         c, n, k = self._codes(codes)
         out = np.zeros(n * self.samples_per_frame, np.float32)
-        cp = c.ctypes.data_as(_c_int32_p)
+        cp = native.ptr(c, ctypes.c_int32)
         if not intermediates:
-            self._check(self._lib.kz_codec_decode(self._handle, cp, n, k, _fptr(out), out.size))
+            self._check(self._lib.kz_codec_decode(self._handle, cp, n, k, native.ptr(out), out.size))
             return out
         q = np.zeros((n, self.codebook_dim), np.float32)
         pre = np.zeros((n, self.latent_dim), np.float32)
         tfm = np.zeros((n, self.latent_dim), np.float32)
         up = np.zeros((n * self.upsample_factor, self.latent_dim), np.float32)
-        self._check(self._lib.kz_codec_decode_debug(self._handle, cp, n, k, _fptr(out), out.size, _fptr(q), _fptr(pre), _fptr(tfm), _fptr(up)))
+        self._check(self._lib.kz_codec_decode_debug(self._handle, cp, n, k, native.ptr(out), out.size, native.ptr(q),
+                                                    native.ptr(pre), native.ptr(tfm), native.ptr(up)))
         return out, {"quantized": q.T.copy(), "pre_conv": pre.T.copy(), "transformer": tfm.T.copy(), "upsample": up.T.copy()}
 
     def stream(self, codes_chunk) -> np.ndarray:
@@ -107,7 +100,7 @@ class CodecDecoder(native.NativeHandle):
         c, n, k = self._codes(codes_chunk)
         out = np.zeros(n * self.samples_per_frame, np.float32)
         written = ctypes.c_size_t(0)
-        self._check(self._lib.kz_codec_stream_push(self._handle, c.ctypes.data_as(_c_int32_p), n, k, _fptr(out), out.size,
+        self._check(self._lib.kz_codec_stream_push(self._handle, native.ptr(c, ctypes.c_int32), n, k, native.ptr(out), out.size,
                                                    ctypes.byref(written)))
         return out[: written.value]
 

@@ -16,33 +16,25 @@ import pathlib
 
 import numpy as np
 
-from kazetts.stages import native
+from kazetts import native
 
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
-
-
-def _bind() -> ctypes.CDLL:
-    P = ctypes.c_void_p
-    sigs = {
-        "kz_codec_encoder_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_size_t]),
-        "kz_codec_encoder_free": (None, [P]),
-        "kz_codec_encoder_last_error": (ctypes.c_char_p, [P]),
-        "kz_codec_encoder_n_codebooks": (ctypes.c_int, [P]),
-        "kz_codec_encoder_samples_per_frame": (ctypes.c_int, [P]),
-        "kz_codec_encoder_sample_rate": (ctypes.c_int, [P]),
-        "kz_codec_encoder_hidden": (ctypes.c_int, [P]),
-        "kz_codec_encoder_downsample": (ctypes.c_int, [P]),
-        "kz_codec_encoder_set_threads": (ctypes.c_int, [P, ctypes.c_int]),
-        "kz_codec_encoder_n_frames": (ctypes.c_int64, [P, ctypes.c_int64]),
-        "kz_codec_encoder_encode_debug": (ctypes.c_int, [P, _c_float_p, ctypes.c_int64, _c_int32_p, ctypes.c_size_t,
-                                                         _c_float_p, _c_float_p, _c_float_p]),
-    }
-    return native.bind(sigs)
-
-
-def _fptr(a: np.ndarray | None):
-    return None if a is None else a.ctypes.data_as(_c_float_p)
+_P = ctypes.c_void_p
+_SIGNATURES = {
+    "kz_codec_encoder_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_codec_encoder_free": (None, [_P]),
+    "kz_codec_encoder_last_error": (ctypes.c_char_p, [_P]),
+    "kz_codec_encoder_n_codebooks": (ctypes.c_int, [_P]),
+    "kz_codec_encoder_samples_per_frame": (ctypes.c_int, [_P]),
+    "kz_codec_encoder_sample_rate": (ctypes.c_int, [_P]),
+    "kz_codec_encoder_hidden": (ctypes.c_int, [_P]),
+    "kz_codec_encoder_downsample": (ctypes.c_int, [_P]),
+    "kz_codec_encoder_set_threads": (ctypes.c_int, [_P, ctypes.c_int]),
+    "kz_codec_encoder_n_frames": (ctypes.c_int64, [_P, ctypes.c_int64]),
+    "kz_codec_encoder_encode_debug": (ctypes.c_int, [_P, _c_float_p, ctypes.c_int64, _c_int32_p, ctypes.c_size_t,
+                                                     _c_float_p, _c_float_p, _c_float_p]),
+}
 
 
 class CodecEncoder(native.NativeHandle):
@@ -51,7 +43,7 @@ class CodecEncoder(native.NativeHandle):
     _free_name, _last_error_name = "kz_codec_encoder_free", "kz_codec_encoder_last_error"
 
     def __init__(self, mmproj: str | pathlib.Path, threads: int = 2):
-        self._lib = _bind()
+        self._lib = native.bind(_SIGNATURES)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
         status = self._lib.kz_codec_encoder_load(str(mmproj).encode(), int(threads), ctypes.byref(self._handle), err, len(err))
@@ -85,8 +77,8 @@ class CodecEncoder(native.NativeHandle):
             steps = -(-x.size // (self.samples_per_frame // self.downsample))
             debug = {"seanet": np.zeros((steps, self.hidden), np.float32), "transformer": np.zeros((steps, self.hidden), np.float32),
                      "downsampled": np.zeros((frames, self.hidden), np.float32)}
-        ptrs = [_fptr(debug[k]) if debug else None for k in ("seanet", "transformer", "downsampled")]
-        self._check(self._lib.kz_codec_encoder_encode_debug(self._handle, _fptr(x), x.size, codes.ctypes.data_as(_c_int32_p),
+        ptrs = [native.ptr(debug[k]) if debug else None for k in ("seanet", "transformer", "downsampled")]
+        self._check(self._lib.kz_codec_encoder_encode_debug(self._handle, native.ptr(x), x.size, native.ptr(codes, ctypes.c_int32),
                                                             codes.size, *ptrs))
         if not intermediates:
             return codes

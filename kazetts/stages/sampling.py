@@ -33,28 +33,27 @@ repetition penalty, no min length, no suppressed ids; only the warpers 5-7 when 
 plain argmax in greedy mode.
 
 Random numbers: ``pick`` draws one uniform from ``rng.random()`` (any source with that method:
-a numpy ``Generator``, or ``kazetts.stages.native.Rng``, the splitmix64 stream both engines use)
+a numpy ``Generator``, or ``kazetts.native.Rng``, the splitmix64 stream both engines use)
 and inverts the CDF, so a given seed gives the same tokens run to run. The native engine's
 copy of these rules (native/src/sampling.cpp, cp_sampling.h) is pinned to this module by
 tests/test_native_engine.py. It cannot reproduce ``torch.multinomial``'s random stream bit
 for bit, so sampled output matches the reference only in distribution; bit-exact comparisons
 are done in greedy mode.
+
+A request's options, their defaults and their checks are kazetts.request's (``Sampling``);
+``talker_config`` and ``code_predictor_config`` turn them into each sampler's ``SamplerConfig``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 import numpy as np
 
-NEG_INF = np.float32(-np.inf)
+from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
 
-# The reference's generate defaults (qwen_tts Qwen3TTSModel._merge_generate_kwargs' hard_defaults,
-# the same for the talker and the code predictor's subtalker_*): the one copy of these numbers.
-# The native engine's kz_tts_default_request is pinned to them (tests/test_native_engine.py).
-TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY = 0.9, 50, 1.0, 1.05
+NEG_INF = np.float32(-np.inf)
 
 
 @dataclass
@@ -77,70 +76,16 @@ class SamplerConfig:
                    min_new_tokens=0, greedy=greedy)
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+def talker_config(sampling: Sampling) -> SamplerConfig:
+    """A request's talker (CB0) settings."""
+    return SamplerConfig(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                         repetition_penalty=sampling.repetition_penalty, greedy=bool(sampling.greedy))
 
 
-def _positive(value) -> float | None:
-    return float(np.float32(value)) if _number(value) and math.isfinite(value) and np.float32(value) > 0 else None
-
-
-def _top_k(value) -> int | None:
-    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _top_p(value) -> float | None:
-    return float(np.float32(value)) if _number(value) and 0 < np.float32(value) <= 1 else None
-
-
-# A request's sampling options: how each is checked (and rounded to float32, the native request's
-# type) and what it may be. The native engine checks the same ranges (kz_tts_request, tts.cpp).
-OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, "an integer >= 0 (0: off)"),
-           "top_p": (_top_p, "a number in (0, 1]"), "repetition_penalty": (_positive, "a number > 0"),
-           "subtalker_temperature": (_positive, "a number > 0"), "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
-           "subtalker_top_p": (_top_p, "a number in (0, 1]")}
-# the options that take an integer (the others any number): how the CLI and the server read them
-INT_OPTIONS = frozenset(name for name, (parse, _) in OPTIONS.items() if parse is _top_k)
-
-
-def check_option(name: str, value):
-    """One sampling option of a request as the engines use it; ValueError naming it if out of range."""
-    parse, valid = OPTIONS[name]
-    checked = parse(value)
-    if checked is None:
-        raise ValueError(f"{name} must be {valid}, got {value!r}")
-    return checked
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """A request's sampling options, the reference's ``generate`` arguments (``do_sample`` is
-    ``not greedy``): the talker's CB0 and the code predictor's CB1..15 (``subtalker_*``).
-    Checked on creation; the values are rounded to float32 as the native engine's request
-    (kz_tts_request) holds them, so both engines sample with exactly the same numbers."""
-
-    greedy: bool = False
-    temperature: float = TEMPERATURE
-    top_k: int = TOP_K
-    top_p: float = TOP_P
-    repetition_penalty: float = REPETITION_PENALTY
-    subtalker_temperature: float = TEMPERATURE
-    subtalker_top_k: int = TOP_K
-    subtalker_top_p: float = TOP_P
-
-    def __post_init__(self):
-        if not isinstance(self.greedy, (bool, np.bool_)):
-            raise ValueError(f"greedy must be True or False, got {self.greedy!r}")
-        for name in OPTIONS:
-            object.__setattr__(self, name, check_option(name, getattr(self, name)))
-
-    def talker(self) -> SamplerConfig:
-        return SamplerConfig(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                             repetition_penalty=self.repetition_penalty, greedy=bool(self.greedy))
-
-    def code_predictor(self) -> SamplerConfig:
-        return SamplerConfig.code_predictor(self.subtalker_temperature, self.subtalker_top_k, self.subtalker_top_p,
-                                            bool(self.greedy))
+def code_predictor_config(sampling: Sampling) -> SamplerConfig:
+    """A request's code predictor (CB1..15) settings: its ``subtalker_*`` options."""
+    return SamplerConfig.code_predictor(sampling.subtalker_temperature, sampling.subtalker_top_k,
+                                        sampling.subtalker_top_p, bool(sampling.greedy))
 
 
 def talker_suppress_tokens(vocab_size: int, eos_token_id: int, special_count: int = 1024) -> list[int]:

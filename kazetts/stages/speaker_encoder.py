@@ -17,8 +17,9 @@ import pathlib
 
 import numpy as np
 
+from kazetts import native
 from kazetts.gguf.header import GGUFHeader
-from kazetts.stages import mel, native
+from kazetts.stages import mel
 
 PREFIXES = ("a.", "mm.a.")  # llama.cpp's speaker encoder tensors (a.gen.* is the generator)
 _c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -88,8 +89,8 @@ class SpeakerEncoder(native.NativeHandle):
         if m.ndim != 2:
             raise ValueError(f"log_mel must be [frames, mel bands], got shape {m.shape}")
         out = np.zeros(self.dim, np.float32)
-        self._check(self._lib.kz_speaker_encoder_encode(self._handle, m.ctypes.data_as(_c_float_p), m.shape[0], m.shape[1],
-                                                         out.ctypes.data_as(_c_float_p), out.size))
+        self._check(self._lib.kz_speaker_encoder_encode(self._handle, native.ptr(m), m.shape[0], m.shape[1],
+                                                         native.ptr(out), out.size))
         return out
 
     def embed(self, audio: np.ndarray) -> np.ndarray:

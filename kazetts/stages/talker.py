@@ -23,10 +23,10 @@ import pathlib
 import llama_cpp
 import numpy as np
 
+from kazetts import native
+from kazetts.errors import KazettsError
 from kazetts.gguf import names
-from kazetts.gguf.errors import KazettsError
 from kazetts.gguf.header import GGUFError
-from kazetts.stages import native
 from kazetts.stages.talker_file import TalkerFile
 
 POSITION_STREAMS = 4
@@ -39,9 +39,8 @@ class _Hidden(ctypes.Structure):
     _fields_ = [("data", ctypes.POINTER(ctypes.c_float)), ("n_embd", ctypes.c_int64), ("written", ctypes.c_int32)]
 
 
-def _native():
-    return native.bind({"kz_talker_context_params": (None, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
-                                                            ctypes.c_int32, ctypes.POINTER(_Hidden)])})
+_SIGNATURES = {"kz_talker_context_params": (None, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                                                    ctypes.POINTER(_Hidden)])}
 
 
 def extra_buffers_are_safe() -> bool:
@@ -94,7 +93,7 @@ class Talker:
         self.n_ctx, self.n_batch, self.threads = n_ctx, n_batch, threads
         self.hidden_size = self.file.hidden_size
         self._hidden_row = np.zeros(self.hidden_size, dtype=np.float32)
-        self._hidden = _Hidden(self._hidden_row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), self.hidden_size, 0)
+        self._hidden = _Hidden(native.ptr(self._hidden_row), self.hidden_size, 0)
         self.position = self.capacity = 0
         self._ctx = None
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
@@ -116,8 +115,8 @@ class Talker:
             llama_cpp.llama_free(self._ctx)
             self._ctx, self.capacity = None, 0
         ctx_params = llama_cpp.llama_context_default_params()
-        _native().kz_talker_context_params(ctypes.byref(ctx_params), capacity, self.n_batch, self.threads,
-                                           ctypes.byref(self._hidden))
+        native.bind(_SIGNATURES).kz_talker_context_params(ctypes.byref(ctx_params), capacity, self.n_batch,
+                                                          self.threads, ctypes.byref(self._hidden))
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             raise KazettsError(f"llama.cpp could not create a context of {capacity} positions for {self.file.path}")

@@ -101,7 +101,7 @@ class TalkerFile:
     def field(self, key: str, default=None):
         return self.header.kv.get(key, default)
 
-    # -- embedding rows (EmbeddingRows protocol of kazetts.prompt) --------------------------------
+    # -- embedding rows (EmbeddingRows protocol of kazetts.stages.prompt) -------------------------
     def rows(self, ids: Sequence[int]) -> np.ndarray:
         """Rows of token_embd as float32 [n, hidden], dequantizing only those rows."""
         return self.header.rows(names.TOKEN_EMBD, ids)

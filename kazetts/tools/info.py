@@ -2,7 +2,7 @@
 
 Works on the talker file (arch ``qwen3tts``) and the mmproj file (arch ``clip``), written by
 kazetts or by llama.cpp's own converter (no ``kazetts.*`` keys: the voices are then recovered from
-the token names, see :class:`kazetts.talker_file.TalkerFile`).
+the token names, see :class:`kazetts.stages.talker_file.TalkerFile`).
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ class Mutator:
 def _expected(target: str, e: BaseException) -> bool:
     """Whether an exception is a reader's documented rejection of a bad file."""
     from kazetts.gguf.header import GGUFError
-    from kazetts.stages.native import NativeError
+    from kazetts.native import NativeError
     if isinstance(e, NativeError):
         return target in ("code_predictor", "codec") and e.status in (2, 3)  # KZ_ERR_IO, KZ_ERR_FORMAT
     return isinstance(e, GGUFError)

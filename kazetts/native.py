@@ -15,7 +15,7 @@ import importlib.resources
 import os
 import pathlib
 
-from kazetts.gguf.errors import KazettsError
+from kazetts.errors import KazettsError
 
 ABI_VERSION = 8
 LIB_ENV = "KAZETTS_NATIVE_LIB"
@@ -24,6 +24,20 @@ REINSTALL = ("reinstall kazetts so that pip rebuilds it against the llama-cpp-py
              "(pip install --force-reinstall --no-deps --no-cache-dir <kazetts sdist, git URL or source "
              "directory>; in a clone: make setup)")
 _LIBRARY: ctypes.CDLL | None = None
+# Every module binds the libkazetts functions it calls the same way: one table at module level,
+# {name: (restype, argtypes)} (argtypes None: ctypes' default, unchecked), declared on the library
+# by bind(table) where the module needs it (as llama-cpp-python binds each function alike).
+# This module's own: the library's identity, declared on a library before it is accepted ...
+_ABI = {"kz_abi_version": (ctypes.c_int, None)}
+_BUILD = {"kz_built_with": (ctypes.c_char_p, None), "ggml_version": (ctypes.c_char_p, None),
+          "ggml_commit": (ctypes.c_char_p, None)}
+# ... and the functions it calls on the accepted one
+_SIGNATURES = {
+    "kz_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "kz_rng_uniform": (ctypes.c_double, [ctypes.POINTER(ctypes.c_uint64)]),
+    "kz_release_file_pages": (ctypes.c_int64, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]),
+    "kz_talker_backend_setup": (ctypes.c_int, []),
+}
 
 
 class NativeError(KazettsError):
@@ -46,8 +60,7 @@ def library_path() -> pathlib.Path:
 
 def built_with(lib: ctypes.CDLL) -> str:
     """The llama-cpp-python and ggml the library was built against (recorded by its build)."""
-    lib.kz_built_with.restype = ctypes.c_char_p
-    return lib.kz_built_with().decode()
+    return declare(lib, _BUILD).kz_built_with().decode()
 
 
 def running_with(lib: ctypes.CDLL) -> str:
@@ -55,8 +68,7 @@ def running_with(lib: ctypes.CDLL) -> str:
     answers through the library's own link, so this is the ggml it is bound to."""
     import llama_cpp
 
-    for fn in (lib.ggml_version, lib.ggml_commit):
-        fn.restype = ctypes.c_char_p
+    declare(lib, _BUILD)
     return f"llama-cpp-python {llama_cpp.__version__}, ggml {lib.ggml_version().decode()} ({lib.ggml_commit().decode()})"
 
 
@@ -69,18 +81,14 @@ def _load(path: pathlib.Path) -> ctypes.CDLL:
         lib = ctypes.CDLL(str(path))
     except OSError as e:
         raise NativeLibraryError(f"cannot load {path} ({e}); {REINSTALL}") from None
-    lib.kz_abi_version.restype = ctypes.c_int
+    declare(lib, _ABI)
     if lib.kz_abi_version() != ABI_VERSION:
         raise NativeLibraryError(f"{path} has ABI {lib.kz_abi_version()}, kazetts needs {ABI_VERSION}; {REINSTALL}")
     built, running = built_with(lib), running_with(lib)
     if built != running:
         raise NativeLibraryError(f"{path} was built against {built}, but this process runs {running}; {REINSTALL}, "
                                  "or reinstall the llama-cpp-python it was built against")
-    lib.kz_status_name.restype = ctypes.c_char_p
-    lib.kz_status_name.argtypes = [ctypes.c_int]
-    lib.kz_rng_uniform.restype = ctypes.c_double
-    lib.kz_rng_uniform.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
-    return lib
+    return declare(lib, _SIGNATURES)
 
 
 def library() -> ctypes.CDLL:
@@ -91,22 +99,31 @@ def library() -> ctypes.CDLL:
     return _LIBRARY
 
 
-def bind(signatures: dict) -> ctypes.CDLL:
-    """The library with these functions' result and argument types declared:
-    {name: (restype, [argtypes])}."""
-    lib = library()
+def declare(lib: ctypes.CDLL, signatures: dict) -> ctypes.CDLL:
+    """lib with these functions' result and argument types declared: {name: (restype, argtypes)}."""
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
     return lib
 
 
+def bind(signatures: dict) -> ctypes.CDLL:
+    """The loaded library with a module's table of functions declared (see _SIGNATURES): how
+    every module binds libkazetts. Cheap (microseconds), so a module binds where it needs it."""
+    return declare(library(), signatures)
+
+
+def ptr(array, ctype=ctypes.c_float):
+    """A numpy array's data as a ctypes pointer to `ctype`, for a native call; None (an optional
+    output left out) stays None."""
+    return None if array is None else array.ctypes.data_as(ctypes.POINTER(ctype))
+
+
 def release_file_pages(path: str | os.PathLike, offset: int, length: int) -> int:
     """Drops this process's resident pages of bytes [offset, offset + length) of a file it maps
     read-only (kz_release_file_pages): they stay in the page cache, out of the RSS, until read
     again. Returns the bytes released (-1: cannot tell, e.g. not Linux)."""
-    lib = bind({"kz_release_file_pages": (ctypes.c_int64, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64])})
-    return lib.kz_release_file_pages(os.fsencode(str(path)), int(offset), int(length))
+    return library().kz_release_file_pages(os.fsencode(str(path)), int(offset), int(length))
 
 
 def use_talker_backend() -> bool:
@@ -114,8 +131,7 @@ def use_talker_backend() -> bool:
     many: the prefill) for the contexts created from now on (kz_talker_backend_setup: a ggml ACCEL
     backend, process-wide; its products equal ggml's bit for bit). KAZETTS_TALKER_BACKEND=0 keeps
     ggml's own, =prefill / =all claim the prefill's / both. True when a kernel is in use."""
-    lib = bind({"kz_talker_backend_setup": (ctypes.c_int, [])})
-    return bool(lib.kz_talker_backend_setup())
+    return bool(library().kz_talker_backend_setup())
 
 
 def check(status: int, message: bytes | str = b"") -> None:

@@ -1,0 +1,81 @@
+"""A request's vocabulary, shared by both engines, the CLI and the server: the ranges its numbers
+must fall in, and the sampling options with the reference's defaults and how each is checked.
+
+The package's ground floor (numpy only): `kazetts -h`, argument parsing and the server's request
+checks stay free of llama_cpp and the native library. The samplers that apply these options are
+kazetts.stages.sampling's."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_SEED = 2**63 - 1  # the native engine's request takes an int64 seed: both engines then draw alike
+MIN_SPEED, MAX_SPEED = 0.25, 4.0  # `speed`: the output's time-stretch (kazetts.engine.time_stretch)
+MAX_REF_SILENCE = 2.0  # seconds of silence `ref_silence` may append (about 0.5 s is the usual remedy)
+
+# The reference's generate defaults (qwen_tts Qwen3TTSModel._merge_generate_kwargs' hard_defaults,
+# the same for the talker and the code predictor's subtalker_*): the one copy of these numbers.
+# The native engine's kz_tts_default_request is pinned to them (tests/test_native_engine.py).
+TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY = 0.9, 50, 1.0, 1.05
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _positive(value) -> float | None:
+    return float(np.float32(value)) if _number(value) and math.isfinite(value) and np.float32(value) > 0 else None
+
+
+def _top_k(value) -> int | None:
+    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _top_p(value) -> float | None:
+    return float(np.float32(value)) if _number(value) and 0 < np.float32(value) <= 1 else None
+
+
+# A request's sampling options: how each is checked (and rounded to float32, the native request's
+# type) and what it may be. The native engine checks the same ranges (kz_tts_request, tts.cpp).
+OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, "an integer >= 0 (0: off)"),
+           "top_p": (_top_p, "a number in (0, 1]"), "repetition_penalty": (_positive, "a number > 0"),
+           "subtalker_temperature": (_positive, "a number > 0"), "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
+           "subtalker_top_p": (_top_p, "a number in (0, 1]")}
+# the options that take an integer (the others any number): how the CLI and the server read them
+INT_OPTIONS = frozenset(name for name, (parse, _) in OPTIONS.items() if parse is _top_k)
+
+
+def check_option(name: str, value):
+    """One sampling option of a request as the engines use it; ValueError naming it if out of range."""
+    parse, valid = OPTIONS[name]
+    checked = parse(value)
+    if checked is None:
+        raise ValueError(f"{name} must be {valid}, got {value!r}")
+    return checked
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """A request's sampling options, the reference's ``generate`` arguments (``do_sample`` is
+    ``not greedy``): the talker's CB0 and the code predictor's CB1..15 (``subtalker_*``).
+    Checked on creation; the values are rounded to float32 as the native engine's request
+    (kz_tts_request) holds them, so both engines sample with exactly the same numbers."""
+
+    greedy: bool = False
+    temperature: float = TEMPERATURE
+    top_k: int = TOP_K
+    top_p: float = TOP_P
+    repetition_penalty: float = REPETITION_PENALTY
+    subtalker_temperature: float = TEMPERATURE
+    subtalker_top_k: int = TOP_K
+    subtalker_top_p: float = TOP_P
+
+    def __post_init__(self):
+        if not isinstance(self.greedy, (bool, np.bool_)):
+            raise ValueError(f"greedy must be True or False, got {self.greedy!r}")
+        for name in OPTIONS:
+            object.__setattr__(self, name, check_option(name, getattr(self, name)))
