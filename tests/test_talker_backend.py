@@ -1,5 +1,5 @@
 """libkazetts' Q8_0 backend for the talker (kazetts/talker_backend.h): its one-column products (the
-decoding steps) and its many-column ones (the prefill, native/src/talker_gemm.h) equal ggml's mul_mat
+decoding steps) and its many-column ones (the prefill, native/src/kernels/talker_gemm.h) equal ggml's mul_mat
 (its vec_dot and its GEMM) bit for bit, llama.cpp uses both for a Q8_0 talker (the steps' only
 off AMD CPUs), and KAZETTS_TALKER_BACKEND=0 / prefill / all keep it out / claim the prefill's /
 claim both."""
@@ -162,7 +162,7 @@ def test_an_f32_talker_never_reaches_it(tiny_gguf):
 
 
 def test_the_native_engine_uses_it_too(tiny_gguf, monkeypatch):
-    """kz_tts loads its talker through llama.h (native/src/talker.cpp), which sets the backend up
+    """kz_tts loads its talker through llama.h (native/src/stages/talker.cpp), which sets the backend up
     the same way: greedy codes equal those with ggml's product."""
     _kernel_or_skip()
     from kazetts.engine.native_tts import NativeTTS

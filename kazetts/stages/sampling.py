@@ -35,7 +35,7 @@ plain argmax in greedy mode.
 Random numbers: ``pick`` draws one uniform from ``rng.random()`` (any source with that method:
 a numpy ``Generator``, or ``kazetts.native.Rng``, the splitmix64 stream both engines use)
 and inverts the CDF, so a given seed gives the same tokens run to run. The native engine's
-copy of these rules (native/src/sampling.cpp, cp_sampling.h) is pinned to this module by
+copy of these rules (native/src/stages/sampling.cpp, cp_sampling.h) is pinned to this module by
 tests/test_native_engine.py. It cannot reproduce ``torch.multinomial``'s random stream bit
 for bit, so sampled output matches the reference only in distribution; bit-exact comparisons
 are done in greedy mode.
