@@ -127,6 +127,7 @@ def bad_files(models, tmp_path_factory):
     llama = out / "llama.gguf"
     rewrite_gguf(talker, llama, arch="llama")
     return {
+        "token twice in talker": (_token_twice(talker, out / "d-talker-f32.gguf"), mmproj),
         "truncated talker": (truncated(talker, "t-talker-f32.gguf"), mmproj),
         "truncated mmproj": (talker, truncated(mmproj, "t-mmproj-f32.gguf")),
         "corrupted talker": (corrupted(talker, "c-talker-f32.gguf"), mmproj),
@@ -138,8 +139,32 @@ def bad_files(models, tmp_path_factory):
     }
 
 
-@pytest.mark.parametrize("case", ["truncated talker", "truncated mmproj", "corrupted talker", "corrupted mmproj",
-                                  "mmproj as talker", "talker as mmproj", "llama model as talker", "not a GGUF"])
+def _token_twice(talker, path):
+    """A copy of a talker GGUF where the first token after token 100 of its length takes token
+    100's text, in place (bytes changed as a flipped byte would): llama.cpp's vocabulary loader
+    asserts on a token twice, aborting the process unless kazetts refuses the file first."""
+    from kazetts.validation.gguf_edit import ARRAY, GGUFLayout
+
+    kv = GGUFLayout.read(talker).kv("tokenizer.ggml.tokens")
+    assert kv.type == ARRAY
+    data = bytearray(talker.read_bytes())
+    places, pos = [], kv.value_pos + 12  # element type (4 bytes), count (8), then (length, bytes) each
+    while len(places) < 2000:
+        n = int.from_bytes(data[pos:pos + 8], "little")
+        places.append((pos + 8, n))
+        pos += 8 + n
+    (a, n) = places[100]
+    b = next(at for at, m in places[101:] if m == n)
+    data[b:b + n] = data[a:a + n]
+    path.write_bytes(bytes(data))
+    return path
+
+
+BAD_FILES = ["truncated talker", "truncated mmproj", "corrupted talker", "corrupted mmproj", "mmproj as talker",
+             "talker as mmproj", "llama model as talker", "not a GGUF", "token twice in talker"]
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
 def test_bad_files_are_kazetts_errors(bad_files, case):
     talker, mmproj = bad_files[case]
     with pytest.raises(kazetts.KazettsError) as error:
@@ -147,11 +172,61 @@ def test_bad_files_are_kazetts_errors(bad_files, case):
     assert str(talker) in str(error.value) or str(mmproj) in str(error.value), str(error.value)
 
 
-def test_files_of_two_models_are_refused(tiny_gguf):
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_bad_files_are_native_engine_errors(bad_files, case):
+    """kz_tts_load returns an error naming the file where llama.cpp would abort the host app."""
+    from kazetts.engine.native_tts import NativeTTS
+
+    talker, mmproj = bad_files[case]
+    with pytest.raises(kazetts.KazettsError) as error:
+        NativeTTS(talker, mmproj, threads=1)
+    assert str(talker) in str(error.value) or str(mmproj) in str(error.value), str(error.value)
+
+
+def test_a_token_twice_is_named(bad_files):
+    talker, mmproj = bad_files["token twice in talker"]
+    with pytest.raises(kazetts.KazettsError, match=r"vocabulary is damaged: token \d+ repeats token 100 "):
+        TTS(str(talker), str(mmproj), threads=1)
+
+
+def test_files_of_two_checkpoints_are_refused(tiny_gguf):
+    """Every model of one size has the same shapes: a CustomVoice talker with a Base mmproj (or
+    another seed's) would run. Both engines refuse the pair, naming both files and what differs."""
+    from kazetts.engine.native_tts import NativeTTS
+
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    pairs = {"model type": (talker, tiny_gguf("tiny", "base", "f32")[1]),
+             "seed": (talker, tiny_gguf("tiny", "custom_voice", "f32", 1)[1])}
+    for what, (t, m) in pairs.items():
+        for engine in (TTS, NativeTTS):
+            with pytest.raises(kazetts.KazettsError, match="come from two different checkpoints") as error:
+                engine(str(t), str(m), threads=1)
+            message = str(error.value)
+            assert str(t) in message and str(m) in message and "custom_voice model" in message, (what, message)
+            if what == "model type":
+                assert "base model" in message, message
+
+
+def test_converted_pairs_carry_one_fingerprint(tiny_gguf):
+    from kazetts.gguf.header import GGUFHeader
+
+    def fingerprints(*key):
+        return [GGUFHeader(f).kv["kazetts.checkpoint_sha256"] for f in tiny_gguf(*key)]
+
+    a, b = fingerprints("tiny", "custom_voice", "f32"), fingerprints("tiny", "custom_voice", "q8_0")
+    assert len(set(a + b)) == 1 and len(a[0]) == 64, "one checkpoint: one fingerprint in every file and type"
+    assert fingerprints("tiny", "custom_voice", "f32", 1)[0] != a[0]
+
+
+def test_files_of_two_models_are_refused_by_width_without_fingerprints(tiny_gguf, tmp_path):
+    """Files that say nothing of their checkpoint (llama.cpp's converter) keep the width check."""
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
     _, other = tiny_gguf("tiny-proj", "custom_voice", "f32")  # its code predictor takes 96-wide states
+    anonymous = tmp_path / "anonymous-mmproj-f32.gguf"
+    rewrite_gguf(other, anonymous, drop=lambda key: key in ("kazetts.checkpoint_sha256", "kazetts.model_type")
+                 or key.startswith("kazetts.source_sha256."))
     with pytest.raises(kazetts.ModelFileError, match="does not belong to the talker"):
-        TTS(str(talker), str(other), threads=1)
+        TTS(str(talker), str(anonymous), threads=1)
 
 
 # -- one request at a time, deterministic release ------------------------------------------------
@@ -215,7 +290,7 @@ def model_dirs(models, bad_files, tmp_path_factory):
     """Model directories for --model: the good one, and one per broken file."""
     root = tmp_path_factory.mktemp("model-dirs")
     dirs = {"good": models()[0].parent}
-    for case in ("truncated talker", "truncated mmproj", "corrupted talker", "corrupted mmproj"):
+    for case in ("truncated talker", "truncated mmproj", "corrupted talker", "corrupted mmproj", "token twice in talker"):
         d = root / case.replace(" ", "-")
         d.mkdir()
         for kind, path in zip(("talker", "mmproj"), bad_files[case]):
@@ -258,6 +333,7 @@ def test_cli_bad_requests_are_one_line_and_write_nothing(model_dirs, tmp_path, a
 @pytest.mark.parametrize("case, message", [
     ("truncated talker", "t-talker"), ("truncated mmproj", "mmproj"), ("corrupted talker", "talker"),
     ("corrupted mmproj", "mmproj"), ("misnamed mmproj", "exactly one *-mmproj-*.gguf"),
+    ("token twice in talker", "the vocabulary is damaged"),
 ])
 def test_cli_bad_files_are_one_line_and_write_nothing(model_dirs, tmp_path, case, message):
     out = tmp_path / "out.wav"

@@ -40,6 +40,7 @@ from kazetts.stages.sampling import TalkerSampler, code_predictor_config, talker
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
 from kazetts.engine.codec_pipeline import CodecPipeline
+from kazetts.engine.model_files import check_model_files
 from kazetts.engine.native_tts import auto_codec_threads
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
@@ -125,8 +126,11 @@ class TTS:
         self._codec_encoder: CodecEncoder | None = None
 
     def _check_files_match(self, mmproj) -> None:
-        """The talker and the mmproj come from one model (their widths and vocabularies agree)."""
+        """The talker and the mmproj come from one model: one checkpoint as far as the files say
+        (after the loaders, whose errors about either file are the precise ones), and their widths
+        and vocabularies agree."""
         talker, cp = self.talker.file, self.code_predictor
+        check_model_files(talker.path, mmproj)
         if cp.n_embd_in != talker.hidden_size or cp.cb0_vocab != talker.codec_vocab_size \
                 or self.codec.n_codebooks != cp.n_codebooks + 1:
             raise ModelFileError(f"{mmproj} does not belong to the talker {talker.path}: code predictor input "

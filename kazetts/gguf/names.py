@@ -147,6 +147,7 @@ K_CODE = "kazetts.code."                       # code predictor hparams
 K_WAV = "kazetts.wav."                         # codec decoder hparams
 K_SPK = "kazetts.spk."                         # speaker encoder hparams (Base)
 K_SOURCE_SHA256 = "kazetts.source_sha256."     # + config.json, speech_tokenizer/config.json: the source's configs
+K_CHECKPOINT_SHA256 = "kazetts.checkpoint_sha256"  # the source's configs and weights: the same in both files of a pair
 K_ENC = "kazetts.enc."                         # codec encoder hparams (Base): encoder_config + below
 K_ENC_CODEBOOKS = "kazetts.enc.n_codebooks"    # encoder_valid_num_quantizers (16)
 K_ENC_HOP = "kazetts.enc.downsample_rate"      # encode_downsample_rate (1920 samples a frame)

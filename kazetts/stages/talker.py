@@ -18,6 +18,7 @@ it is plain RoPE. The batch is built here with a 4 x n_tokens position array bec
 from __future__ import annotations
 
 import ctypes
+import os
 import pathlib
 
 import llama_cpp
@@ -40,7 +41,8 @@ class _Hidden(ctypes.Structure):
 
 
 _SIGNATURES = {"kz_talker_context_params": (None, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
-                                                    ctypes.POINTER(_Hidden)])}
+                                                    ctypes.POINTER(_Hidden)]),
+               "kz_talker_check_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t])}
 
 
 def extra_buffers_are_safe() -> bool:
@@ -84,6 +86,10 @@ class Talker:
         # plain CPU buffers.
         model_params.use_extra_bufts = extra_buffers_are_safe()
         native.use_talker_backend()  # the talker's Q8_0 products (see kazetts/talker_backend.h)
+        # what llama.cpp would abort the process on rather than return an error (a token twice in
+        # the vocabulary: one flipped byte), checked by the native engine's reader first
+        err = native.error_buffer()
+        native.check(native.bind(_SIGNATURES).kz_talker_check_file(os.fsencode(self.file.path), err, len(err)), err.value)
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")

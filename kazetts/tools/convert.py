@@ -41,6 +41,7 @@ class SafeTensors:
 
     def __init__(self, paths: list[pathlib.Path]):
         self._index: dict[str, tuple[np.memmap, str, list[int], int, int]] = {}
+        self.paths = list(paths)
         for path in paths:
             with open(path, "rb") as f:
                 raw = f.read(8)
@@ -232,6 +233,22 @@ class _Checkpoint:
         self.has_speaker_encoder = any(k.startswith("speaker_encoder.") for k in self.model.keys())
         # the codec encoder only serves voice cloning: written for Base models only
         self.has_codec_encoder = self.model_type == "base" and "encoder_config" in self.st_config
+        self._fingerprint: str | None = None
+
+    def fingerprint(self) -> str:
+        """sha256 over the checkpoint's configs and weight files (names and bytes), written into
+        both GGUF files: the engines refuse a talker and an mmproj whose fingerprints differ
+        (two checkpoints of one size have the same shapes). Read once per conversion."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256()
+            files = [self.dir / c for c in SOURCE_CONFIGS] + self.model.paths + self.codec.paths
+            for path in files:
+                digest.update(path.relative_to(self.dir).as_posix().encode() + b"\0")
+                with open(path, "rb") as f:
+                    while block := f.read(1 << 20):
+                        digest.update(block)
+            self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
     def require(self, st: SafeTensors, names: list[str], what: str):
         missing = [n for n in names if n not in st]
@@ -562,6 +579,7 @@ def _kazetts_keys(w, ck: _Checkpoint):
     w.add_uint32(N.K_VERSION, N.FORMAT_VERSION)
     for config in SOURCE_CONFIGS:  # which checkpoint the file came from (validation checks goldens match)
         w.add_string(N.K_SOURCE_SHA256 + config, hashlib.sha256((ck.dir / config).read_bytes()).hexdigest())
+    w.add_string(N.K_CHECKPOINT_SHA256, ck.fingerprint())
     w.add_string(N.K_MODEL_TYPE, ck.model_type)
     if cfg.get("tts_model_size"):
         w.add_string(N.K_MODEL_SIZE, str(cfg["tts_model_size"]))

@@ -73,9 +73,32 @@ class Mutator:
     def mutate(self) -> tuple[str, bytes]:
         ops = [(self.truncate, 2), (self.flip, 3), (self.count, 4), (self.kv_value, 4), (self.kv_retype, 1),
                (self.drop, 1), (self.duplicate, 1), (self.retype_raw, 1), (self.retype, 2), (self.reshape, 4),
-               (self.swap, 2)]
+               (self.swap, 2), (self.token, 1 if self._token_places() else 0)]
         op = self.rng.choices([o for o, _ in ops], weights=[w for _, w in ops])[0]
         return op()
+
+    def _token_places(self) -> dict[int, list[int]]:
+        """Where each token string of the vocabulary lies, by its length (empty without one)."""
+        if not hasattr(self, "_tokens"):
+            self._tokens: dict[int, list[int]] = {}
+            kv = next((kv for kv in self.layout.kvs if kv.key == "tokenizer.ggml.tokens" and kv.type == ARRAY), None)
+            if kv is not None:
+                (count,), pos = struct.unpack_from("<Q", self.data, kv.value_pos + 4), kv.value_pos + 12
+                for _ in range(count):
+                    (n,) = struct.unpack_from("<Q", self.data, pos)
+                    self._tokens.setdefault(n, []).append(pos + 8)
+                    pos += 8 + n
+            self._tokens = {n: places for n, places in self._tokens.items() if n and len(places) > 1}
+        return self._tokens
+
+    def token(self):
+        """A token overwritten in place by another of its length (as a byte or two flipped can do):
+        a vocabulary with a token twice, which llama.cpp's loader asserts on."""
+        n = self.rng.choice(sorted(self._token_places()))
+        src, dst = self.rng.sample(self._token_places()[n], 2)
+        b = bytearray(self.data)
+        b[dst:dst + n] = self.data[src:src + n]
+        return f"token at {dst} made equal to the one at {src}", bytes(b)
 
     def truncate_at(self, cut: int) -> tuple[str, bytes]:
         return f"truncate at {cut}", self.data[:cut]
@@ -244,7 +267,8 @@ def _expected(target: str, e: BaseException) -> bool:
     from kazetts.gguf.header import GGUFError
     from kazetts.native import NativeError
     if isinstance(e, NativeError):
-        return target in ("code_predictor", "codec") and e.status in (2, 3)  # KZ_ERR_IO, KZ_ERR_FORMAT
+        # KZ_ERR_IO, KZ_ERR_FORMAT (the talker: kz_talker_check_file, before llama.cpp loads it)
+        return target in ("code_predictor", "codec", "talker") and e.status in (2, 3)
     return isinstance(e, GGUFError)
 
 

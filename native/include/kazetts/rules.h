@@ -32,7 +32,7 @@ KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos,
  * 15 for CB1..15. */
 KZ_API double kz_rng_uniform(uint64_t *state);
 
-/* The model directory's rule (what kz_tts_load checks first): the talker and the mmproj come from
+/* The model directory's rule (what kz_tts_load checks once both files loaded): the talker and the mmproj come from
  * one checkpoint, as far as the files say (the fingerprint `kazetts convert` writes into both, the
  * model type; files made by llama.cpp's converter carry neither). KZ_OK, or KZ_ERR_FORMAT with a
  * message naming both files and what differs in err. */

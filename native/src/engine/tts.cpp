@@ -441,7 +441,6 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             if (p.n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
             if (p.codec_threads > 512) throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
             if (p.n_ctx < 16 || p.n_batch < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
-            kz::check_model_files(talker_path, mmproj_path);
             tts.reset(new kz_tts());
             tts->file.reset(new kz::TalkerFile(talker_path));
             // the talker first: llama.cpp reads all of its file in while loading, so its peak comes
@@ -459,6 +458,7 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             tts->overlap = codec_threads > 0;
             s = kz_codec_load(mmproj_path, tts->overlap ? codec_threads : p.n_threads, p.codec_weights, &tts->codec, buf, sizeof buf);
             if (s != KZ_OK) throw Error(s, buf);
+            kz::check_model_files(talker_path, mmproj_path);  // (after the loaders: their errors are the precise ones)
             if (kz_cp_n_embd_in(tts->cp) != tts->file->hidden() || kz_cp_cb0_vocab(tts->cp) != tts->file->codec_vocab()) {
                 throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +
                                                " (code predictor width or codec vocabulary differ)");
