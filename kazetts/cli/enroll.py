@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from kazetts.cli.say import add_model_arguments, add_ref_silence_argument, engine
+from kazetts.cli.say import model_inputs, add_model_arguments, add_ref_silence_argument, engine
+from kazetts.engine.output_file import OutputFile
 
 
 def _enroll(args: argparse.Namespace) -> int:
+    inputs = [args.ref_audio, *model_inputs(args.model)]
+    OutputFile(args.output, replace=args.force, inputs=inputs, what="voice file").discard()  # refused before any work
     tts = engine(args, "f16")
     timings: dict = {}
     voice = tts.enroll(args.ref_audio, ref_text=args.ref_text, timings=timings, ref_silence=args.ref_silence)
-    path = voice.save(args.output)
+    path = voice.save(args.output, replace=args.force, inputs=inputs)
     icl = "with reference codes (ICL)" if voice.has_icl else "x-vector only"
     silence = f" + {voice.ref_silence:g} s of silence" if voice.ref_silence else ""
     print(f"{path}: {voice.ref_seconds:.2f} s reference{silence}, {icl}, for a {voice.model.model_type} model of "
@@ -26,6 +29,7 @@ def register(sub) -> None:
     e = sub.add_parser("enroll", help="make a cloned voice file from a reference recording (Base models)")
     e.add_argument("ref_audio", type=pathlib.Path, help="reference recording (WAV, FLAC, OGG ...; 3-10 s of clean speech)")
     e.add_argument("-o", "--output", required=True, type=pathlib.Path, help="voice file to write (e.g. me.voice)")
+    e.add_argument("--force", action="store_true", help="replace the voice file if it exists")
     e.add_argument("--ref-text", default=None, help="the words said in the recording (ICL cloning needs them)")
     add_ref_silence_argument(e)
     add_model_arguments(e)

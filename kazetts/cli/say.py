@@ -80,6 +80,11 @@ def add_ref_silence_argument(p: argparse.ArgumentParser) -> None:
                         "about 0.5 keeps ICL from repeating the reference's last sound)")
 
 
+def model_inputs(model_dir) -> list[pathlib.Path]:
+    """The GGUF files of a model directory (what an output must never overwrite)."""
+    return sorted(pathlib.Path(model_dir).glob("*.gguf")) if pathlib.Path(model_dir).is_dir() else []
+
+
 def engine(args: argparse.Namespace, codec_weights: str):
     from kazetts.engine.tts import TTS
     from kazetts.engine.model_files import find_model_files
@@ -119,7 +124,8 @@ def _say(args: argparse.Namespace) -> int:
     text = _read_text(args)
     embedding = _load_embedding(args.speaker_embedding) if args.speaker_embedding else None
     to_stdout = str(args.output) == "-"
-    sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output))
+    inputs = [args.text_file, args.speaker_embedding, args.voice, args.ref_audio, *model_inputs(args.model)]
+    sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output), inputs)
     try:
         tts = engine(args, args.codec)
         options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
@@ -173,32 +179,21 @@ def _load_embedding(path: str) -> np.ndarray:
 
 
 class _FileSink:
-    """A WAV file written beside the target under a temporary name and renamed over it only
-    when the whole request succeeded: an error never leaves a partial file nor destroys a
-    previous one. The temporary file is created first, so an unwritable place fails early."""
+    """The WAV file of `-o`, written through an OutputFile: renamed over the target only when the
+    whole request succeeded (an error leaves no partial file and the previous one as it was), a
+    device or FIFO written in place, and an input of the command never overwritten."""
 
-    def __init__(self, target: pathlib.Path):
-        if target.is_dir():
-            raise ValueError(f"output {target} is a directory; give a .wav file name")
-        if target.parent.exists() and not target.parent.is_dir():
-            raise ValueError(f"cannot write the output {target}: {target.parent} is not a directory")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-        except OSError as e:
-            raise OSError(f"cannot write the output {target}: {e.strerror or e}") from None
-        os.close(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(name, 0o666 & ~umask)  # what open() would give the file, not mkstemp's 0600
-        self.target, self.tmp, self.file, self.samples = target, pathlib.Path(name), None, 0
+    def __init__(self, target: pathlib.Path, inputs):
+        from kazetts.engine.output_file import OutputFile
+
+        self.output, self.file, self.samples = OutputFile(target, inputs=inputs), None, 0
 
     def write(self, audio: np.ndarray, sample_rate: int) -> None:
         if self.file is None:
             import soundfile
 
-            self.file = soundfile.SoundFile(self.tmp, "w", samplerate=sample_rate, channels=1, subtype="PCM_16",
-                                            format="WAV")
+            self.file = soundfile.SoundFile(self.output.staging, "w", samplerate=sample_rate, channels=1,
+                                            subtype="PCM_16", format="WAV")
         self.file.write(audio)
         self.samples += len(audio)
 
@@ -206,14 +201,12 @@ class _FileSink:
         if self.file is None:
             raise ValueError("no audio was produced: nothing written")
         self.file.close()
-        os.replace(self.tmp, self.target)
-        self.tmp = None
+        self.output.commit()
 
     def discard(self) -> None:
         if self.file is not None and not self.file.closed:
             self.file.close()
-        if self.tmp is not None:
-            self.tmp.unlink(missing_ok=True)
+        self.output.discard()
 
 
 class _StdoutSink:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kazetts.engine.output_file import OutputFile
 from kazetts.stages.audio_input import SAMPLE_RATE, append_silence, check_ref_silence, reference_audio
 
 ARCH = "kazetts.voice"
@@ -72,14 +73,20 @@ class Voice:
         """Whether the voice can clone in ICL mode (reference text and codes)."""
         return bool(self.ref_text) and self.ref_codes is not None
 
-    def save(self, path: str | os.PathLike) -> pathlib.Path:
-        """Writes the voice file (atomically: a failed write leaves any old file as it was)."""
+    def save(self, path: str | os.PathLike, *, replace: bool = True, inputs=()) -> pathlib.Path:
+        """Writes the voice file through an OutputFile (a unique staging file renamed over the
+        target: a failed write leaves any old file as it was and nothing behind). `replace=False`
+        refuses an existing file; `inputs` are files it must never be (the recording, the model)."""
         import gguf
 
-        path = pathlib.Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        w = gguf.GGUFWriter(tmp, ARCH)
+        output = OutputFile(path, replace=replace, inputs=inputs, what="voice file")
+        try:
+            self._write(gguf.GGUFWriter(output.staging, ARCH))
+            return output.commit()
+        finally:
+            output.discard()
+
+    def _write(self, w) -> None:
         w.add_uint32(_K + "format_version", FORMAT_VERSION)
         w.add_string(_K + "model_type", self.model.model_type)
         w.add_uint32(_K + "hidden_size", int(self.model.hidden_size))
@@ -97,8 +104,6 @@ class Voice:
             w.write_tensors_to_file()
         finally:
             w.close()
-        os.replace(tmp, path)
-        return path
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Voice":

@@ -1,0 +1,153 @@
+"""Nothing lost: what `kazetts say -o` and `kazetts enroll -o` may write over (kazetts.engine.output_file).
+
+Each case below once destroyed a file: a device node replaced by a WAV (as root), the recording
+or the model's own GGUF replaced by a voice, a file chosen by whoever planted a symlink at the
+fixed `<out>.part` name. Device nodes are made in tmp_path (mknod, as root), never /dev's own,
+so that a regression cannot damage the machine that runs the test."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import DUMPS, REPO
+
+SAY = ["Hello there.", "--speaker", "vivian", "--greedy", "--max-frames", "3"]
+RECORDING = DUMPS / "recordings" / "ref_en_16k.wav"
+
+
+def kazetts(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO,
+                          timeout=600)
+
+
+def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert message in stderr, stderr
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_gguf):
+    return tiny_gguf("tiny", "custom_voice", "f32")[0].parent
+
+
+@pytest.fixture(scope="module")
+def base_dir(tiny_gguf, tmp_path_factory):
+    """A copy of the tiny Base model's directory (tests may try to overwrite its files)."""
+    out = tmp_path_factory.mktemp("base-model")
+    for f in tiny_gguf("tiny", "base", "f32"):
+        shutil.copy(f, out / f.name)
+    return out
+
+
+def device(path: pathlib.Path, minor: int) -> pathlib.Path:
+    """A character device like /dev/null (minor 3) or /dev/full (minor 7), in the test's folder."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("mknod needs root: the device-node cases run as root (CI does)")
+    return path
+
+
+def test_say_to_a_device_writes_through_it(model_dir, tmp_path):
+    null = device(tmp_path / "null", 3)
+    result = kazetts("say", *SAY, "-o", null, "--model", model_dir)
+    assert result.returncode == 0, result.stderr.decode()
+    assert stat.S_ISCHR(os.stat(null).st_mode), "the device node was replaced by a regular file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+
+
+def test_say_to_a_full_device_says_no_space(model_dir, tmp_path):
+    full = device(tmp_path / "full", 7)
+    one_line_error(kazetts("say", *SAY, "-o", full, "--model", model_dir), "no space left on device")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+
+
+def test_say_to_a_fifo_streams_the_wav_into_it(model_dir, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = kazetts("say", *SAY, "-o", fifo, "--model", model_dir)
+    reader.join(60)
+    assert result.returncode == 0, result.stderr.decode()
+    assert received and received[0][:4] == b"RIFF" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_say_never_writes_over_its_own_input(model_dir, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("Hello there.")
+    one_line_error(kazetts("say", "--text-file", text, *SAY[1:], "-o", text, "--model", model_dir),
+                   "is also an input of this command")
+    assert text.read_text() == "Hello there."
+    talker = next(model_dir.glob("*-talker-*.gguf"))
+    size = talker.stat().st_size
+    one_line_error(kazetts("say", *SAY, "-o", talker, "--model", model_dir), "is also an input of this command")
+    assert talker.stat().st_size == size
+
+
+def test_enroll_never_writes_over_its_inputs_even_with_force(base_dir, tmp_path):
+    recording = shutil.copy(RECORDING, tmp_path / "me.wav")
+    before = pathlib.Path(recording).read_bytes()
+    one_line_error(kazetts("enroll", recording, "-o", recording, "--force", "--model", base_dir),
+                   "is also an input of this command")
+    assert pathlib.Path(recording).read_bytes() == before
+    talker = next(base_dir.glob("*-talker-*.gguf"))
+    size = talker.stat().st_size
+    one_line_error(kazetts("enroll", recording, "-o", talker, "--force", "--model", base_dir),
+                   "is also an input of this command")
+    assert talker.stat().st_size == size
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["me.wav"]
+
+
+def test_enroll_replaces_an_existing_file_only_with_force(base_dir, tmp_path):
+    out = tmp_path / "me.voice"
+    out.write_text("a file the user keeps")
+    one_line_error(kazetts("enroll", RECORDING, "-o", out, "--model", base_dir), "exists; give --force to replace it")
+    assert out.read_text() == "a file the user keeps"
+    result = kazetts("enroll", RECORDING, "-o", out, "--force", "--model", base_dir)
+    assert result.returncode == 0, result.stderr.decode()
+    assert out.read_bytes()[:4] == b"GGUF" and sorted(p.name for p in tmp_path.iterdir()) == ["me.voice"]
+
+
+def test_enroll_follows_no_symlink_planted_at_a_temporary_name(base_dir, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "atk.voice.part").symlink_to(victim)
+    result = kazetts("enroll", RECORDING, "-o", tmp_path / "atk.voice", "--model", base_dir)
+    assert result.returncode == 0, result.stderr.decode()
+    assert victim.read_text() == "precious"
+    assert (tmp_path / "atk.voice").read_bytes()[:4] == b"GGUF"
+
+
+def test_enroll_into_a_directory_is_refused_and_leaves_nothing(base_dir, tmp_path):
+    folder = tmp_path / "voices"
+    folder.mkdir()
+    one_line_error(kazetts("enroll", RECORDING, "-o", folder, "--force", "--model", base_dir), "is a directory")
+    assert list(folder.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["voices"]
+
+
+def test_a_failed_save_leaves_the_previous_voice(tiny_tts, tmp_path, monkeypatch):
+    from kazetts.engine.voice import Voice
+
+    voice = tiny_tts("tiny", "base").enroll(RECORDING)
+    out = voice.save(tmp_path / "me.voice")
+    before = out.read_bytes()
+
+    def fail(self, writer):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(Voice, "_write", fail)
+    with pytest.raises(OSError, match="disk went away"):
+        voice.save(out)
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["me.voice"]
