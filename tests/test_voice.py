@@ -3,6 +3,7 @@ reference's generate_voice_clone goldens, and the requests that are refused."""
 
 from __future__ import annotations
 
+import pathlib
 import warnings
 
 import numpy as np
@@ -247,3 +248,96 @@ def test_fingerprint_check_names_what_differs():
     a.check(ModelFingerprint("base", 1024, "a" * 64))
     with pytest.raises(ValueError, match="hidden size 2048, this is a base model of hidden size 1024"):
         a.check(ModelFingerprint("base", 2048, "a" * 64))
+
+
+# -- the seal and damaged files ---------------------------------------------------------------------
+
+def _sealed_voice(tmp_path) -> pathlib.Path:
+    """A voice file with every part (x-vector, codes, text), made without a model."""
+    rng = np.random.default_rng(0)
+    voice = Voice(x_vector=rng.standard_normal(64).astype(np.float32), model=ModelFingerprint("base", 64, "c" * 64),
+                  ref_text="Une phrase de référence.", ref_codes=rng.integers(0, 2048, (5, 16), dtype=np.int32),
+                  ref_seconds=0.4)
+    return voice.save(tmp_path / "sealed.voice")
+
+
+def _flip_in(path: pathlib.Path, needle: bytes, out: pathlib.Path) -> pathlib.Path:
+    data = bytearray(path.read_bytes())
+    at = data.index(needle)
+    data[at] ^= 0x01
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_a_changed_byte_in_a_voice_file_is_refused(tmp_path):
+    path = _sealed_voice(tmp_path)
+    voice = Voice.load(path)
+    x_vector = voice.x_vector.astype("<f4").tobytes()[:8]
+    codes = voice.ref_codes.astype("<i4").tobytes()[:8]
+    for name, needle in [("x-vector", x_vector), ("codes", codes), ("text", "référence".encode())]:
+        damaged = _flip_in(path, needle, tmp_path / f"{name}.voice")
+        with pytest.raises(ValueError, match="is damaged: its content does not match its digest") as error:
+            Voice.load(damaged)
+        assert str(damaged) in str(error.value), name
+
+
+def test_a_voice_file_of_format_1_loads_with_a_warning_and_a_seal_is_always_checked(tmp_path):
+    from kazetts.validation.gguf_edit import UINT32, GGUFLayout
+
+    path = _sealed_voice(tmp_path)
+    unsealed = GGUFLayout.read(path)
+    unsealed.set_kv("kazetts.voice.format_version", UINT32, 1)
+    unsealed.drop("kazetts.voice.payload_sha256")
+    old = unsealed.write(tmp_path / "old.voice")
+    with pytest.warns(UserWarning, match="before voice files were sealed"):
+        assert Voice.load(old).payload_sha256() == Voice.load(path).payload_sha256()
+    downgraded = GGUFLayout.read(_flip_in(path, "référence".encode(), tmp_path / "damaged.voice"))
+    downgraded.set_kv("kazetts.voice.format_version", UINT32, 1)  # a damaged byte in the version, too
+    with pytest.raises(ValueError, match="does not match its digest"):
+        Voice.load(downgraded.write(tmp_path / "downgraded.voice"))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda L: L.set_tensor("ref_codes", [16, 5], 0), "ref_codes is stored as F32, a voice file holds it as I32"),
+    (lambda L: L.set_tensor("ref_codes", [570], 26), "ref_codes has 570 values, not whole frames of 16 codes"),
+    (lambda L: L.set_tensor("x_vector", [65], 0), "x_vector has 65 values, the file says hidden size 64"),
+    (lambda L: L.drop("x_vector"), "the voice file has no x_vector"),
+    (lambda L: L.set_kv("kazetts.voice.ref_text", 6, 0.5), "ref_text is damaged"),
+    (lambda L: L.set_kv("kazetts.voice.ref_seconds", 6, float("nan")), "ref_seconds is damaged"),
+])
+def test_a_damaged_voice_file_says_what_is_wrong(tmp_path, edit, message):
+    from kazetts.validation.gguf_edit import GGUFLayout
+
+    layout = GGUFLayout.read(_sealed_voice(tmp_path))
+    edit(layout)
+    path = layout.write(tmp_path / "damaged.voice")
+    with pytest.raises(ValueError, match=message) as error:
+        Voice.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_a_truncated_or_garbled_voice_file_is_one_clear_error(tmp_path):
+    data = _sealed_voice(tmp_path).read_bytes()
+    for cut in (10, 40, 200, len(data) - 7):
+        path = tmp_path / f"cut-{cut}.voice"
+        path.write_bytes(data[:cut])
+        with pytest.raises(ValueError) as error:
+            Voice.load(path)
+        assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_fingerprints_that_share_a_prefix_are_shown_apart():
+    ours, theirs = ModelFingerprint("base", 64, "9c11225a0971" + "a" * 52), ModelFingerprint("base", 64, "9c11225a0971" + "b" * 52)
+    with pytest.raises(ValueError) as error:
+        ours.check(theirs)
+    assert "9c11225a0971bbbb" in str(error.value) and "9c11225a0971aaaa" in str(error.value)
+
+
+def test_a_voice_too_long_for_the_context_says_so(engines):
+    tts = engines("tiny", "base")
+    rng = np.random.default_rng(1)
+    voice = Voice(x_vector=rng.standard_normal(tts.talker.file.hidden_size).astype(np.float32),
+                  model=tts.model_fingerprint, ref_text="A reference.",
+                  ref_codes=rng.integers(0, 1024, (5000, 16), dtype=np.int32), ref_seconds=400.0)
+    with pytest.raises(ValueError, match=r"the voice's reference is 5000 frames \(400.0 s\).*enroll a shorter reference"):
+        tts.synthesize("Hello.", voice=voice, max_frames=2)

@@ -301,6 +301,10 @@ class TTS:
             budget = max_frames if max_frames is not None else frame_budget(len(ids))
             if len(prompt.prefill) + budget > self.talker.n_ctx:
                 budget = self.talker.n_ctx - len(prompt.prefill)
+                if budget < 1 and icl:
+                    raise ValueError(f"the voice's reference is {len(ref_codes)} frames ({len(ref_codes) * FRAME_SECONDS:.1f} s): "
+                                     f"with its text and this text it leaves no room in the talker context of "
+                                     f"{self.talker.n_ctx}; enroll a shorter reference (3-10 s)")
                 if budget < 1:
                     raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
             prompts.append((prompt, budget))

@@ -7,6 +7,7 @@ structure-aware GGUF mutator and feeds each mutant to the readers that take that
             a short decode and a stream push)
     talker: GGUFHeader, TalkerFile + llama.cpp's loader through kazetts.stages.talker.Talker
             (load + one step)
+    voice:  kazetts.Voice.load (a voice file with reference codes and text; its digest)
 
 The readers run in a worker process (started with the ASan + UBSan build of libkazetts
 preloaded, see the Makefile), one input at a time; the driver writes the input, waits for the
@@ -40,10 +41,10 @@ import numpy as np
 
 from kazetts.validation.gguf_edit import ARRAY, FLOAT32, STRING, UINT32, GGUFLayout, tensor_nbytes
 
-SEED_FILES = ("mmproj", "talker")
+SEED_FILES = ("mmproj", "talker", "voice")
 # (the talker path parses its header with GGUFHeader first: no separate header run for it)
-TARGETS = {"mmproj": ("header", "code_predictor", "codec"), "talker": ("talker",)}
-SEED_WEIGHTS = (3, 1)  # a talker input costs ~10 mmproj inputs (llama.cpp builds a 155k-token vocabulary)
+TARGETS = {"mmproj": ("header", "code_predictor", "codec"), "talker": ("talker",), "voice": ("voice",)}
+SEED_WEIGHTS = (3, 1, 1)  # a talker input costs ~10 mmproj inputs (llama.cpp builds a 155k-token vocabulary)
 INPUT_TIMEOUT = 120.0  # seconds for one input through all of its readers
 
 HOSTILE_U64 = [0, 1, 2, 3, 4, 7, 8, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 1 << 32, 1 << 40,
@@ -262,10 +263,12 @@ class Mutator:
 # the worker: runs readers on one file at a time
 # ---------------------------------------------------------------------------------------------
 
-def _expected(target: str, e: BaseException) -> bool:
+def _expected(target: str, e: BaseException, path: pathlib.Path) -> bool:
     """Whether an exception is a reader's documented rejection of a bad file."""
     from kazetts.gguf.header import GGUFError
     from kazetts.native import NativeError
+    if target == "voice":  # Voice.load's rejections are ValueErrors naming the file (not numpy's own)
+        return isinstance(e, ValueError) and str(path) in str(e)
     if isinstance(e, NativeError):
         # KZ_ERR_IO, KZ_ERR_FORMAT (the talker: kz_talker_check_file, before llama.cpp loads it)
         return target in ("code_predictor", "codec", "talker") and e.status in (2, 3)
@@ -287,6 +290,9 @@ def _run_target(target: str, path: pathlib.Path) -> None:
             codes = np.stack([np.arange(3) % s for s in dec.codebook_sizes], axis=1)
             dec.decode(codes)
             dec.stream(codes[:1])
+    elif target == "voice":
+        from kazetts.engine.voice import Voice
+        Voice.load(path)
     elif target == "talker":
         from kazetts.stages.talker import Talker
         talker = Talker(path, threads=1, n_ctx=16, n_batch=4)
@@ -315,12 +321,13 @@ def worker() -> None:
         results = []
         for target in req["targets"]:
             print(f"[fuzz] target {target}", file=sys.stderr, flush=True)
+            path = pathlib.Path(req["path"])
             try:
-                _run_target(target, pathlib.Path(req["path"]))
+                _run_target(target, path)
                 results.append({"target": target, "outcome": "accepted"})
             except Exception as e:  # noqa: BLE001 - judging exceptions is the point
                 message = str(e)
-                if _expected(target, e) and message.strip():
+                if _expected(target, e, path) and message.strip():
                     results.append({"target": target, "outcome": "rejected", "message": message.splitlines()[0]})
                 else:
                     results.append({"target": target, "outcome": "failure", "signature": _signature(target, e),
@@ -387,16 +394,21 @@ class Worker:
 
 
 def make_seeds(out: pathlib.Path) -> dict[str, pathlib.Path]:
-    """The tiny synthetic model's talker and mmproj GGUFs (F32), built once."""
+    """The tiny synthetic model's talker and mmproj GGUFs (F32) and a voice file, built once."""
     seeds = out / "seeds"
     found = {kind: next(iter(sorted(seeds.glob(f"*-{kind}-f32.gguf"))), None) for kind in SEED_FILES}
     if all(found.values()):
         return found
+    from kazetts.engine.voice import ModelFingerprint, Voice
     from kazetts.synthetic.checkpoint import make_checkpoint
     from kazetts.tools.convert import convert_checkpoint
     make_checkpoint("tiny", seeds / "checkpoint", "custom_voice", 0)
     talker, mmproj = convert_checkpoint(seeds / "checkpoint", seeds, "f32", name="tiny", verbose=False)
-    return {"talker": talker, "mmproj": mmproj}
+    rng = np.random.default_rng(0)  # a voice with every part: x-vector, reference codes and text
+    voice = Voice(x_vector=rng.standard_normal(64).astype(np.float32), model=ModelFingerprint("base", 64, "0" * 64),
+                  ref_text="A reference sentence.", ref_codes=rng.integers(0, 2048, (6, 16), dtype=np.int32),
+                  ref_seconds=0.5)
+    return {"talker": talker, "mmproj": mmproj, "voice": voice.save(seeds / "tiny-voice-f32.gguf")}
 
 
 @dataclasses.dataclass
