@@ -27,6 +27,15 @@ def _number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
+def check_speed(value) -> float:
+    """`speed` (the output's time-stretch) as a float; ValueError naming it unless a number in
+    MIN_SPEED..MAX_SPEED (the API, the CLI and the server give the same answer)."""
+    if not _number(value) or not MIN_SPEED <= value <= MAX_SPEED:  # (NaN compares false: refused)
+        shown = f"{value:g}" if _number(value) and abs(value) < 1e16 else repr(value)[:40]
+        raise ValueError(f"speed must be within {MIN_SPEED}..{MAX_SPEED}, got {shown}")
+    return float(value)
+
+
 def _positive(value) -> float | None:
     return float(np.float32(value)) if _number(value) and math.isfinite(value) and np.float32(value) > 0 else None
 

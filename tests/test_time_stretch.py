@@ -56,3 +56,51 @@ def test_identity_at_one():
 def test_speed_out_of_range(speed):
     with pytest.raises(ValueError, match="0.25..4"):
         TimeStretch(speed)
+
+
+# -- `speed` in the API and the command line: the same WSOLA, range and words as the server ---------
+
+@pytest.mark.parametrize("speed", [0.5, 1.5])
+def test_speed_in_the_api_stretches_the_audio_and_keeps_the_codes(tiny_tts, speed):
+    tts = tiny_tts()
+    request = dict(speaker="vivian", greedy=True, max_frames=12)
+    plain = tts.synthesize("Hello there, how are you?", **request)
+    chunks = [c.audio for c in tts.stream("Hello there, how are you?", **request)]
+    fast = tts.synthesize("Hello there, how are you?", speed=speed, **request)
+    assert np.array_equal(fast.codes, plain.codes)
+    assert np.array_equal(fast.audio, stretch(np.concatenate(chunks), speed, [len(c) for c in chunks]))
+    assert len(fast.audio) == round(len(plain.audio) / speed)
+    text = [c.audio for c in tts.stream_text(iter(["Hello there, ", "how are you?"]), speed=speed, **request)]
+    assert np.array_equal(np.concatenate(text), fast.audio), "stream_text stretches as stream does"
+
+
+@pytest.mark.parametrize("speed", [0.1, 5, float("nan"), float("inf"), "fast", True, None])
+def test_speed_out_of_range_in_the_api_is_the_servers_message(tiny_tts, speed):
+    tts = tiny_tts()
+    for call in (lambda: tts.synthesize("Hello.", speaker="vivian", speed=speed),
+                 lambda: next(iter(tts.stream_text(iter(["Hello."]), speaker="vivian", speed=speed)))):
+        with pytest.raises(ValueError, match=r"speed must be within 0.25..4.0, got "):
+            call()
+
+
+def test_speed_on_the_command_line(tiny_gguf, tmp_path):
+    import subprocess
+    import sys
+
+    import soundfile
+
+    from conftest import REPO
+
+    model = tiny_gguf("tiny", "custom_voice", "f32")[0].parent
+    say = [sys.executable, "-m", "kazetts", "say", "Hello there.", "--model", str(model), "--speaker", "vivian",
+           "--greedy", "--max-frames", "8"]
+    for speed in ("1", "2"):
+        result = subprocess.run([*say, "--speed", speed, "-o", str(tmp_path / f"{speed}.wav")], capture_output=True,
+                                cwd=REPO, timeout=300)
+        assert result.returncode == 0, result.stderr.decode()
+    assert len(soundfile.read(tmp_path / "2.wav")[0]) == round(len(soundfile.read(tmp_path / "1.wav")[0]) / 2)
+    result = subprocess.run([*say, "--speed", "9", "-o", str(tmp_path / "9.wav")], capture_output=True, cwd=REPO,
+                            timeout=300)
+    assert result.returncode == 2 and result.stderr.decode().strip().endswith(
+        "argument --speed: speed must be within 0.25..4.0, got 9")
+    assert not (tmp_path / "9.wav").exists()

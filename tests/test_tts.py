@@ -9,7 +9,7 @@ import pytest
 
 from conftest import DUMPS, golden_request
 from kazetts.validation import goldens
-from kazetts.engine.tts import frame_budget
+from kazetts.engine.tts import TTS, frame_budget
 
 CASES = [case.name for case in goldens.CASES]
 
@@ -132,3 +132,16 @@ def test_five_thousand_characters_are_all_said_in_order(engines):
                                                 stopped_by=stopped)]
     assert len(stopped) == len(expected) >= 17
     assert pieces == sorted(pieces) and set(pieces) == set(range(len(expected)))
+
+
+def test_a_model_directory_is_enough(tiny_gguf, tiny_tts):
+    """kazetts.TTS("models/tiny"), as the CLI, the server and the docs speak of a model folder."""
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    with TTS(talker.parent, threads=1, codec_weights="f32") as tts:
+        assert (tts.talker.file.path, tts.mmproj) == (talker, str(mmproj))
+        codes = tts.synthesize("Hello there.", speaker="vivian", greedy=True, max_frames=4).codes
+    assert np.array_equal(codes, tiny_tts().synthesize("Hello there.", speaker="vivian", greedy=True, max_frames=4).codes)
+    with pytest.raises(ValueError, match="is not a model directory: give a directory with one"):
+        TTS(talker)
+    with pytest.raises(ValueError, match="must hold exactly one"):
+        TTS(talker.parent.parent)

@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 
-from kazetts.request import INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_THREADS, OPTIONS, Sampling, check_option
+from kazetts.request import (INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_SPEED, MAX_THREADS, MIN_SPEED, OPTIONS, Sampling,
+                             check_option, check_speed)
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 
@@ -32,20 +33,26 @@ def int_in(low: int, high: int | None = None):
     return parse
 
 
-def sampling_option(name: str):
-    """An argparse type: one sampling option, checked as the engine checks it."""
+def checked_number(check, integer: bool = False):
+    """An argparse type: a number checked by the request vocabulary's own check (kazetts.request),
+    so that the command line refuses what the API and the server refuse, in the same words."""
 
     def parse(text: str):
         try:
-            value = int(text) if name in INT_OPTIONS else float(text)
+            value = int(text) if integer else float(text)
         except ValueError:
-            value = text  # check_option refuses it, saying what it must be
+            value = text  # the check refuses it, saying what it must be
         try:
-            return check_option(name, value)
+            return check(value)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
+
+
+def sampling_option(name: str):
+    """An argparse type: one sampling option, checked as the engine checks it."""
+    return checked_number(lambda value: check_option(name, value), integer=name in INT_OPTIONS)
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -87,10 +94,8 @@ def model_inputs(model_dir) -> list[pathlib.Path]:
 
 def engine(args: argparse.Namespace, codec_weights: str):
     from kazetts.engine.tts import TTS
-    from kazetts.engine.model_files import find_model_files
 
-    talker, mmproj = find_model_files(pathlib.Path(args.model))
-    return TTS(str(talker), str(mmproj), threads=args.threads, codec_weights=codec_weights,
+    return TTS(args.model, threads=args.threads, codec_weights=codec_weights,
                codec_threads=getattr(args, "codec_threads", None))  # validate has no --codec-threads
 
 
@@ -131,7 +136,8 @@ def _say(args: argparse.Namespace) -> int:
         options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
                        seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming,
                        ref_audio=args.ref_audio, ref_text=args.ref_text, ref_silence=args.ref_silence,
-                       x_vector_only=True if args.x_vector_only else None, **sampling_options(args))
+                       x_vector_only=True if args.x_vector_only else None, speed=args.speed,
+                       **sampling_options(args))
         if args.voice:
             from kazetts.engine.voice import Voice
 
@@ -285,6 +291,8 @@ def register(sub) -> None:
     add_ref_silence_argument(s)
     s.add_argument("--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
+    s.add_argument("--speed", type=checked_number(check_speed), default=1.0,
+                   help=f"speaking rate, {MIN_SPEED:g}..{MAX_SPEED:g} (default 1; a pitch-preserving time-stretch)")
     add_sampling_arguments(s)
     s.add_argument("--max-frames", type=int_in(1), default=None,
                    help="frame cap per text piece, >= 1 (default: from its length)")

@@ -21,9 +21,12 @@ are passed through untouched.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Iterator
+
 import numpy as np
 
-from kazetts.request import MAX_SPEED, MIN_SPEED
+from kazetts.request import check_speed
 
 FRAME_SECONDS, TOLERANCE_SECONDS = 0.04, 0.015
 
@@ -32,9 +35,7 @@ class TimeStretch:
     """push(audio) -> stretched audio so far; flush() -> the rest (float32 mono)."""
 
     def __init__(self, speed: float, sample_rate: int = 24000):
-        if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed must be within {MIN_SPEED}..{MAX_SPEED}, got {speed}")
-        self.speed = float(speed)
+        self.speed = check_speed(speed)
         self.frame = 2 * round(FRAME_SECONDS * sample_rate / 2)
         self.hop = self.frame // 2
         self.tolerance = round(TOLERANCE_SECONDS * sample_rate)
@@ -121,3 +122,21 @@ class TimeStretch:
         drop = min(max(0, before - self.input_start), len(self.input))
         self.input = self.input[drop:]
         self.input_start += drop
+
+
+def stretch_chunks(chunks: Iterator, speed: float, sample_rate: int) -> Iterator:
+    """A request's audio chunks (anything with an `audio` field) at `speed`: each chunk's audio
+    stretched as it comes (chunks left empty by the look-ahead are held back), and the stream's
+    rest in a last chunk like the one before it. Speed 1.0 passes the chunks through untouched."""
+    if check_speed(speed) == 1.0:
+        yield from chunks
+        return
+    stretch, last = TimeStretch(speed, sample_rate), None
+    for chunk in chunks:
+        last = chunk
+        audio = stretch.push(chunk.audio)
+        if len(audio):
+            yield dataclasses.replace(chunk, audio=audio)
+    tail = stretch.flush()
+    if last is not None and len(tail):
+        yield dataclasses.replace(last, audio=tail)

@@ -17,6 +17,8 @@ draws from, so both engines give the same codes for one seed.
 
 from __future__ import annotations
 
+import os
+import pathlib
 import threading
 import time
 import warnings
@@ -27,7 +29,7 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import BusyError, KazettsError, ModelFileError
-from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
+from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling, check_speed
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
@@ -40,11 +42,12 @@ from kazetts.stages.sampling import TalkerSampler, code_predictor_config, talker
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
 from kazetts.engine.codec_pipeline import CodecPipeline
-from kazetts.engine.model_files import check_model_files
+from kazetts.engine.model_files import check_model_files, find_model_files
 from kazetts.engine.native_tts import auto_codec_threads
 from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
 from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
+from kazetts.engine.time_stretch import stretch_chunks
 from kazetts.engine.voice import ModelFingerprint, Voice, enroll
 
 FRAME_SECONDS = 0.08
@@ -86,8 +89,19 @@ def check_int(name: str, value, low: int, high: int | None = None) -> int:
     return int(value)
 
 
+def _model_paths(talker, mmproj) -> tuple[str, str]:
+    """TTS(model_dir) or TTS(talker, mmproj): the two files as strings."""
+    if mmproj is not None:
+        return str(talker), str(mmproj)
+    if not pathlib.Path(talker).is_dir():
+        raise ValueError(f"{talker} is not a model directory: give a directory with one *-talker-*.gguf and one "
+                         "*-mmproj-*.gguf, or the talker and the mmproj files")
+    return tuple(str(f) for f in find_model_files(pathlib.Path(talker)))
+
+
 class TTS:
-    """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts).
+    """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts),
+    from a model directory (`TTS("models/0.6b")`) or its two files (`TTS(talker, mmproj)`).
 
     One request at a time: a second `stream` while one runs (another thread, or two generators
     interleaved) raises BusyError. `close()` (or `with kazetts.TTS(...) as tts:`) frees the
@@ -102,8 +116,9 @@ class TTS:
     `threads` (kz_tts_auto_codec_threads, the native engine's rule). The samples, chunks and
     their order are the same either way, in stream, synthesize and stream_text."""
 
-    def __init__(self, talker: str, mmproj: str, threads: int = 2, codec_weights: str = "f16",
-                 n_ctx: int = 2048, codec_threads: int | None = None):
+    def __init__(self, talker: str | os.PathLike, mmproj: str | os.PathLike | None = None, threads: int = 2,
+                 codec_weights: str = "f16", n_ctx: int = 2048, codec_threads: int | None = None):
+        talker, mmproj = _model_paths(talker, mmproj)
         threads = check_int("threads", threads, 1, MAX_THREADS)
         codec_threads = auto_codec_threads(threads) if codec_threads is None else \
             check_int("codec_threads", codec_threads, 0, MAX_THREADS)
@@ -319,14 +334,16 @@ class TTS:
                stopped_by: list | None = None, temperature: float = TEMPERATURE, top_k: int = TOP_K,
                top_p: float = TOP_P, repetition_penalty: float = REPETITION_PENALTY,
                subtalker_temperature: float = TEMPERATURE, subtalker_top_k: int = TOP_K,
-               subtalker_top_p: float = TOP_P) -> Iterator[AudioChunk]:
+               subtalker_top_p: float = TOP_P, speed: float = 1.0) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
 
         Sampling takes the reference's generate options (kazetts.request.Sampling):
         temperature (> 0), top_k (>= 0, 0: off), top_p (in (0, 1]) and repetition_penalty (> 0)
         for the talker's codebook 0, subtalker_* for the code predictor's 1..15; greedy=True is
-        argmax after the repetition penalty. `seed` makes sampling reproducible.
+        argmax after the repetition penalty. `seed` makes sampling reproducible. `speed`
+        (MIN_SPEED..MAX_SPEED) time-stretches the audio, pitch kept (kazetts.engine.time_stretch,
+        as the server's); the codes are those of speed 1.
 
         Base models clone a voice: `voice` (from enroll / Voice.load) or `ref_audio` (a path or
         (array, sample_rate), enrolled on the fly) with an optional `ref_text`; x_vector_only
@@ -341,10 +358,11 @@ class TTS:
         sampling = Sampling(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
                             repetition_penalty=repetition_penalty, subtalker_temperature=subtalker_temperature,
                             subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p)
-        yield from self._one_request(self._stream(text, speaker, language, instruct, speaker_embedding,
-                                                  text_streaming, sampling, seed, max_frames, chunk_frames, timings,
-                                                  codes_out, stopped_by, voice, ref_audio, ref_text,
-                                                  x_vector_only, ref_codes, ref_silence))
+        speed = check_speed(speed)
+        yield from self._one_request(stretch_chunks(
+            self._stream(text, speaker, language, instruct, speaker_embedding, text_streaming, sampling, seed,
+                         max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
+                         x_vector_only, ref_codes, ref_silence), speed, self.sample_rate))
 
     def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         """Runs one request's generator while holding this TTS (BusyError if another holds it);
@@ -431,7 +449,7 @@ class TTS:
                     codes_out: list | None = None, stopped_by: list | None = None,
                     temperature: float = TEMPERATURE, top_k: int = TOP_K, top_p: float = TOP_P,
                     repetition_penalty: float = REPETITION_PENALTY, subtalker_temperature: float = TEMPERATURE,
-                    subtalker_top_k: int = TOP_K, subtalker_top_p: float = TOP_P):
+                    subtalker_top_k: int = TOP_K, subtalker_top_p: float = TOP_P, speed: float = 1.0):
         """Speaks text that is still being written: `chunks` is an iterator (or an async
         iterator) of str or UTF-8 bytes pieces, e.g. an LLM's deltas, cut anywhere.
 
@@ -440,22 +458,26 @@ class TTS:
         talker catches up with it; so speech starts with the first word, nothing is dropped or
         reordered, and a text of up to PIECE_CHARS // 2 characters gives exactly the codes of
         `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
-        audio already decoded is sent before waiting for text. The voice and sampling options
-        (as `stream`'s) are checked here, before any text is read."""
+        audio already decoded is sent before waiting for text. The voice, sampling and `speed`
+        options (as `stream`'s) are checked here, before any text is read."""
         sampling = Sampling(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
                             repetition_penalty=repetition_penalty, subtalker_temperature=subtalker_temperature,
                             subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p)
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
+        speed = check_speed(speed)
         self._prompts("a", speaker, language, instruct, speaker_embedding, True, max_frames)
         options = dict(speaker=speaker, language=language, instruct=instruct, speaker_embedding=speaker_embedding,
                        sampling=sampling, seed=seed, max_frames=max_frames, chunk_frames=chunk_frames,
                        timings=timings if timings is not None else {}, codes_out=codes_out, stopped_by=stopped_by)
+        def request(sync_chunks):
+            return self._one_request(stretch_chunks(self._stream_text(sync_chunks, **options), speed,
+                                                    self.sample_rate))
+
         if hasattr(chunks, "__aiter__"):
-            return run_with_async_chunks(
-                lambda sync_chunks: self._one_request(self._stream_text(sync_chunks, **options)), chunks)
-        return self._one_request(self._stream_text(chunks, **options))
+            return run_with_async_chunks(request, chunks)
+        return request(chunks)
 
     def _stream_text(self, chunks, speaker, language, instruct, speaker_embedding, sampling, seed, max_frames,
                      chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
