@@ -7,7 +7,6 @@ kazetts.stages.sampling's."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,32 +26,61 @@ def _number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
+INT32_MAX = 2**31 - 1  # the native request's int32 fields (top_k)
+
+
+def shown(value) -> str:
+    """A value as an error message quotes it: short, and never an error of its own (Python will
+    not print an int of more than 4300 digits)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "a number too large to print"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def check_speed(value) -> float:
     """`speed` (the output's time-stretch) as a float; ValueError naming it unless a number in
     MIN_SPEED..MAX_SPEED (the API, the CLI and the server give the same answer)."""
-    if not _number(value) or not MIN_SPEED <= value <= MAX_SPEED:  # (NaN compares false: refused)
-        shown = f"{value:g}" if _number(value) and abs(value) < 1e16 else repr(value)[:40]
-        raise ValueError(f"speed must be within {MIN_SPEED}..{MAX_SPEED}, got {shown}")
+    speed = _float32(value)
+    if speed is None or not MIN_SPEED <= value <= MAX_SPEED:
+        raise ValueError(f"speed must be within {MIN_SPEED}..{MAX_SPEED}, got {shown(value)}")
     return float(value)
 
 
+def _float32(value) -> float | None:
+    """A number as the native request holds it (rounded to float32); None unless a finite one."""
+    if not _number(value):
+        return None
+    try:
+        with np.errstate(over="ignore"):
+            rounded = np.float32(value)
+    except (OverflowError, ValueError):  # an int too large for a float
+        return None
+    return float(rounded) if np.isfinite(rounded) else None
+
+
 def _positive(value) -> float | None:
-    return float(np.float32(value)) if _number(value) and math.isfinite(value) and np.float32(value) > 0 else None
+    rounded = _float32(value)
+    return rounded if rounded is not None and rounded > 0 else None
 
 
 def _top_k(value) -> int | None:
-    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0 else None
+    integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    return int(value) if integer and 0 <= value <= INT32_MAX else None
 
 
 def _top_p(value) -> float | None:
-    return float(np.float32(value)) if _number(value) and 0 < np.float32(value) <= 1 else None
+    rounded = _float32(value)
+    return rounded if rounded is not None and 0 < rounded <= 1 else None
 
 
 # A request's sampling options: how each is checked (and rounded to float32, the native request's
 # type) and what it may be. The native engine checks the same ranges (kz_tts_request, tts.cpp).
-OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, "an integer >= 0 (0: off)"),
+OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, f"an integer in 0..{INT32_MAX} (0: off)"),
            "top_p": (_top_p, "a number in (0, 1]"), "repetition_penalty": (_positive, "a number > 0"),
-           "subtalker_temperature": (_positive, "a number > 0"), "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
+           "subtalker_temperature": (_positive, "a number > 0"),
+           "subtalker_top_k": (_top_k, f"an integer in 0..{INT32_MAX} (0: off)"),
            "subtalker_top_p": (_top_p, "a number in (0, 1]")}
 # the options that take an integer (the others any number): how the CLI and the server read them
 INT_OPTIONS = frozenset(name for name, (parse, _) in OPTIONS.items() if parse is _top_k)
@@ -63,7 +91,7 @@ def check_option(name: str, value):
     parse, valid = OPTIONS[name]
     checked = parse(value)
     if checked is None:
-        raise ValueError(f"{name} must be {valid}, got {value!r}")
+        raise ValueError(f"{name} must be {valid}, got {shown(value)}")
     return checked
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import random
 import threading
+import re
 import warnings
 
 import numpy as np
@@ -122,6 +123,24 @@ def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
             engines("native").synthesize("Hi.", speaker="vivian", greedy=greedy, **{name: value})
 
 
+@pytest.mark.parametrize("model_type, request_, message", [
+    ("custom_voice", {}, "this custom_voice model needs a speaker; choose one of ['aiden'"),
+    ("voice_design", {"speaker_embedding": np.ones(64, np.float32), "instruct": "A calm voice."},
+     "this voice_design model takes no speaker"),
+    ("voice_design", {"speaker": "vivian", "instruct": "A calm voice."},
+     "unknown speaker 'vivian'; choose one of none: this model has no named speakers"),
+    ("voice_design", {}, "this voice_design model needs an instruct describing the voice"),
+    ("base", {}, "this base model needs a speaker_embedding (an x-vector of the voice to clone)"),
+])
+def test_both_engines_refuse_the_same_voices(engines, model_type, request_, message):
+    """The voice each model type is made for, one rule with the same words in both engines (the
+    native engine used to synthesize a CustomVoice model with no speaker)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        engines("python", model_type=model_type).synthesize("Hi.", max_frames=2, **request_)
+    with pytest.raises(native.NativeError, match="invalid argument: " + re.escape(message)):
+        engines("native", model_type=model_type).synthesize("Hi.", max_frames=2, **request_)
+
+
 def test_sampled_long_text_agrees_across_pieces_and_crossfades(engines):
     """Three pieces: the split, the sampler reset per piece, one random stream across pieces and
     the crossfade are the same rules in both engines."""
@@ -172,8 +191,8 @@ def test_cancel_from_another_thread_then_synthesize_again(engines):
 @pytest.mark.parametrize("text, options, message", [
     ("   \n ", {}, "empty text"),
     ("Hi.", {"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
-    ("Hi.", {"language": "klingon"}, "unknown language 'klingon'; choose one of"),
-    ("Hi.", {"chunk_frames": 0}, "chunk_frames must be >= 1"),
+    ("Hi.", {"speaker": "vivian", "language": "klingon"}, "unknown language 'klingon'; choose one of"),
+    ("Hi.", {"speaker": "vivian", "chunk_frames": 0}, "chunk_frames must be >= 1"),
     ("Hi.", {"min_frames": -1}, "min_frames must be >= 0"),
     ("Hi.", {"temperature": 0.0}, "temperature must be > 0"),
     ("Hi.", {"top_p": 0.0}, "top_p must be in"),
@@ -210,8 +229,9 @@ def test_load_errors_name_the_file(tiny_gguf, tmp_path):
 def test_text_beyond_the_context_is_a_bad_request(tiny_gguf):
     small = NativeTTS(*tiny_gguf(), n_ctx=16, codec_weights="f32")
     with pytest.raises(native.NativeError, match="text too long for the talker context of 16"):
-        small.synthesize("Hello world, this sentence needs more than sixteen positions.", text_streaming=False)
-    assert small.synthesize("Hi.", greedy=True, max_frames=2).codes.shape[0] >= 1
+        small.synthesize("Hello world, this sentence needs more than sixteen positions.", speaker="vivian",
+                         text_streaming=False)
+    assert small.synthesize("Hi.", speaker="vivian", greedy=True, max_frames=2).codes.shape[0] >= 1
 
 
 def test_model_info(engines):

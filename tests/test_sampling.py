@@ -227,17 +227,23 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
     ("temperature", float("inf"), "temperature must be a number > 0, got inf"),
     ("temperature", 1e-50, "temperature must be a number > 0"),  # 0 in float32, as the native request holds it
     ("temperature", "0.7", "temperature must be a number > 0, got '0.7'"),
-    ("top_k", -1, "top_k must be an integer >= 0 (0: off), got -1"),
-    ("top_k", 2.5, "top_k must be an integer >= 0 (0: off), got 2.5"),
+    ("top_k", -1, "top_k must be an integer in 0..2147483647 (0: off), got -1"),
+    ("top_k", 2.5, "top_k must be an integer in 0..2147483647 (0: off), got 2.5"),
     ("top_k", True, "top_k must be an integer"),
     ("top_p", 0.0, "top_p must be a number in (0, 1], got 0.0"),
     ("top_p", 1.01, "top_p must be a number in (0, 1], got 1.01"),
     ("top_p", float("nan"), "top_p must be a number in (0, 1]"),
     ("repetition_penalty", -1.05, "repetition_penalty must be a number > 0, got -1.05"),
     ("subtalker_temperature", 0.0, "subtalker_temperature must be a number > 0"),
-    ("subtalker_top_k", -2, "subtalker_top_k must be an integer >= 0"),
+    ("subtalker_top_k", -2, "subtalker_top_k must be an integer in 0..2147483647"),
     ("subtalker_top_p", 5, "subtalker_top_p must be a number in (0, 1]"),
     ("greedy", "yes", "greedy must be True or False"),
+    ("temperature", 1e308, "temperature must be a number > 0, got 1e+308"),  # inf in float32
+    pytest.param("repetition_penalty", 10**400, "repetition_penalty must be a number > 0, got 10000000000000000000000000000"
+                 "00000000...", id="400-digit"),
+    pytest.param("temperature", 10**5000, "temperature must be a number > 0, got a number too large to print",
+                 id="5000-digit"),
+    ("top_k", 2**31, "top_k must be an integer in 0..2147483647 (0: off), got 2147483648"),
 ])
 def test_request_sampling_refuses_out_of_range_values(name, value, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from kazetts.request import (INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_SPEED, MAX_THREADS, MIN_SPEED, OPTIONS, Sampling,
-                             check_option, check_speed)
+                             check_option, check_speed, shown)
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 
@@ -25,7 +25,7 @@ def int_in(low: int, high: int | None = None):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer {valid}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be an integer {valid}, got {shown(text)}") from None
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be {valid}, got {value}")
         return value
@@ -173,8 +173,20 @@ def _read_text(args: argparse.Namespace) -> str:
         raise ValueError("give the text to say either as an argument (- reads stdin) or with --text-file, not both"
                          if args.text is not None else "no text: give it as an argument, - for stdin, or --text-file FILE")
     if args.text_file is not None:
-        return pathlib.Path(args.text_file).read_text(encoding="utf-8")
-    return sys.stdin.read() if args.text == "-" else args.text
+        try:
+            data = pathlib.Path(args.text_file).read_bytes()
+        except OSError as e:
+            raise OSError(f"--text-file {args.text_file}: {e.strerror or e}") from None
+        return _utf8(data, f"--text-file {args.text_file}")
+    return _utf8(sys.stdin.buffer.read(), "the text on stdin") if args.text == "-" else args.text
+
+
+def _utf8(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} is not UTF-8 text (byte 0x{data[e.start]:02x} at position {e.start}); "
+                         "save it as UTF-8") from None
 
 
 def _load_embedding(path: str) -> np.ndarray:

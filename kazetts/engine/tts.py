@@ -29,7 +29,7 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import BusyError, KazettsError, ModelFileError
-from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling, check_speed
+from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling, check_speed, shown
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
@@ -51,6 +51,7 @@ from kazetts.engine.time_stretch import stretch_chunks
 from kazetts.engine.voice import ModelFingerprint, Voice, enroll
 
 FRAME_SECONDS = 0.08
+MIN_CONTEXT = 16  # talker positions: the native engine's floor too (kz_tts_load)
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
@@ -83,9 +84,9 @@ def check_int(name: str, value, low: int, high: int | None = None) -> int:
     """`value` as an int in low..high, else a ValueError naming the argument and the range."""
     valid = f"{low}..{high}" if high is not None else f">= {low}"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer {valid}, got {value!r}")
+        raise ValueError(f"{name} must be an integer {valid}, got {shown(value)}")
     if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} must be {valid}, got {value}")
+        raise ValueError(f"{name} must be {valid}, got {shown(value)}")
     return int(value)
 
 
@@ -120,6 +121,7 @@ class TTS:
                  codec_weights: str = "f16", n_ctx: int = 2048, codec_threads: int | None = None):
         talker, mmproj = _model_paths(talker, mmproj)
         threads = check_int("threads", threads, 1, MAX_THREADS)
+        n_ctx = check_int("n_ctx", n_ctx, MIN_CONTEXT)
         codec_threads = auto_codec_threads(threads) if codec_threads is None else \
             check_int("codec_threads", codec_threads, 0, MAX_THREADS)
         self._lock = threading.Lock()
@@ -295,6 +297,8 @@ class TTS:
             raise ValueError(f"instruct must be a string, got {type(instruct).__name__}")
         if max_frames is not None:
             check_int("max_frames", max_frames, 1)
+        if not isinstance(text_streaming, (bool, np.bool_)):
+            raise ValueError(f"text_streaming must be True or False, got {shown(text_streaming)}")
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         icl = ref_codes is not None  # with its ref_text and x-vector (TTS._clone checks them)
         if icl:

@@ -22,6 +22,7 @@ import numpy as np
 
 from kazetts.request import MAX_REF_SILENCE
 
+MIN_SAMPLE_RATE = 8000  # telephone speech; below it there is no voice left to encode
 SAMPLE_RATE = 24000  # the speaker encoder's and the codec encoder's rate (speaker_encoder_config.sample_rate)
 SOXR_QUALITY = "soxr_hq"  # librosa.resample's default res_type, passed to soxr.resample as is
 MAX_SECONDS = 60.0  # longer references do not clone better; memory grows with the length
@@ -98,6 +99,9 @@ def reference_audio(source, min_samples: int, name: str = "ref_audio") -> np.nda
     else:
         raise ValueError(f"{name} must be an audio file path or an (array, sample_rate) tuple, "
                          f"got {type(source).__name__}")
+    if sr < MIN_SAMPLE_RATE:
+        raise ValueError(f"{name}: a sample rate of {sr} Hz is too low to clone a voice from (at least "
+                         f"{MIN_SAMPLE_RATE} Hz; record at 16 kHz or more)")
     mono = to_mono(audio, name)
     if mono.size == 0:
         raise ValueError(f"{name}: the audio is empty")

@@ -175,6 +175,8 @@ def _prefix(rows: EmbeddingRows, voices: VoiceTable, text_ids: list[int], langua
     text part starts from, and the P(tts_*) rows {"bos", "eos", "pad"}."""
     if len(text_ids) <= ROLE_TOKENS + TAIL_TOKENS:
         raise ValueError("empty text: there is nothing to say")
+    if speaker is not None and not isinstance(speaker, str):
+        raise ValueError(f"speaker must be a name; choose one of {sorted(voices.speakers)}")
     lang_id = voices.language_id(language, speaker)
     bos_eos_pad = rows.text([voices.tts_bos, voices.tts_eos, voices.tts_pad])
     special = {"bos": bos_eos_pad[0], "eos": bos_eos_pad[1], "pad": bos_eos_pad[2]}
@@ -212,8 +214,6 @@ def _speaker_row(rows: EmbeddingRows, voices: VoiceTable, speaker: str | None,
         return row
     if not speaker:
         return None
-    if not isinstance(speaker, str):
-        raise ValueError(f"speaker must be a name; choose one of {sorted(voices.speakers)}")
     if speaker.lower() not in voices.speakers:
         choices = sorted(voices.speakers) or "none: this model has no named speakers"
         raise ValueError(f"unknown speaker {speaker!r}; choose one of {choices}")

@@ -3,7 +3,7 @@
 #     Python (Python3_EXECUTABLE; scikit-build-core passes its own), found by llama_cpp_python.py
 #   GGML_LIB_DIR and GGML_INCLUDE_DIR given: those (cross builds, native/tests/golden_check)
 # Sets GGML_INCLUDE_DIR, GGML_LIB_DIR, KZ_GGML_LIBS and KZ_BUILT_WITH (the ggml build libkazetts
-# records, compared at load by kazetts.stages.native), and defines kazetts_use_ggml(target).
+# records, compared at load by kazetts.native), and defines kazetts_use_ggml(target).
 set(GGML_INCLUDE_DIR "" CACHE PATH "ggml headers (empty: those of the Python's llama-cpp-python)")
 set(GGML_LIB_DIR "" CACHE PATH "directory of libggml*.so (empty: llama_cpp/lib of the Python's llama-cpp-python)")
 

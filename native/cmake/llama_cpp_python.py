@@ -4,7 +4,7 @@ Run by cmake/ggml.cmake at configure time with the build's Python (the isolated 
 environment of `pip install`, or the venv of an editable build). The headers come from the same
 installed distribution as the libraries (its wheel ships them in <site-packages>/include, put
 there by ggml's own install rules), so they always describe the ggml that libkazetts links.
-KZ_BUILT_WITH names that ggml the way kazetts.stages.native names the one it finds at run time.
+KZ_BUILT_WITH names that ggml the way kazetts.native names the one it finds at run time.
 """
 
 from __future__ import annotations

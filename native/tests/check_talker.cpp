@@ -110,7 +110,7 @@ struct Talker {
     }
 };
 
-// HF greedy CB0 as kazetts.sampling.TalkerSampler: repetition penalty over the distinct ids
+// HF greedy CB0 as kazetts.stages.sampling.TalkerSampler: repetition penalty over the distinct ids
 // generated so far (`history`, `generated` of them), EOS banned for the first MIN_NEW_TOKENS
 // steps, control ids suppressed.
 int32_t greedy_cb0(const float *raw, int vocab, int eos, const std::set<int32_t> &history, int generated) {

@@ -1,5 +1,5 @@
 // Reader of the golden dumps' .npy files (numpy's format 1.0-3.0): float32 or int32,
-// little-endian, C order, which is all that kazetts/goldens.py writes.
+// little-endian, C order, which is all that kazetts/validation/goldens.py writes.
 #pragma once
 
 #include <cstdint>

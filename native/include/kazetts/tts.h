@@ -76,7 +76,7 @@ typedef enum kz_tts_stop {
 } kz_tts_stop;
 
 /* One request. Strings are UTF-8; NULL or "" means "not given". The sampling defaults are the
- * reference's generate defaults (kazetts.stages.sampling, pinned by tests/test_native_engine.py);
+ * reference's generate defaults (kazetts.request, pinned by tests/test_native_engine.py);
  * their ranges are checked greedy or not: temperatures and the penalty finite and > 0, top-k
  * >= 0, top-p in (0, 1]; and chunk_frames >= 1, max_frames and min_frames >= 0. */
 typedef struct kz_tts_request {

@@ -254,7 +254,7 @@ void check_request(const kz_tts_request &r) {
     if (r.max_frames < 0) bad("max_frames must be >= 0 (0: a budget from the text), got " + std::to_string(r.max_frames));
     if (r.min_frames < 0) bad("min_frames must be >= 0, got " + std::to_string(r.min_frames));
     if (r.xvector_len < 0 || (r.xvector_len > 0) != (r.xvector != nullptr)) bad("xvector and xvector_len disagree");
-    // the ranges of kazetts.stages.sampling's checks, greedy or not (a bad value is a bad request)
+    // the ranges of kazetts.request's checks, greedy or not (a bad value is a bad request)
     auto positive = [](float v) { return v > 0.0f && std::isfinite(v); };
     if (!positive(r.repetition_penalty)) bad("repetition_penalty must be > 0");
     auto unit = [](float v) { return v > 0.0f && v <= 1.0f; };

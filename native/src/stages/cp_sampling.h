@@ -1,4 +1,4 @@
-// Code predictor sampling on the host, with the semantics of kazetts/sampling.py
+// Code predictor sampling on the host, with the semantics of kazetts/stages/sampling.py
 // (CodePredictorSampler: HF temperature -> top-k keeping ties -> top-p; argmax when greedy).
 #pragma once
 
@@ -74,7 +74,7 @@ inline int sample(const float *logits, int n, float temperature, int top_k, floa
         }
         for (int i : drop) s[i] = NEG_INF;
     }
-    // inverse CDF over exp(x - max) in double, as kazetts.sampling.pick
+    // inverse CDF over exp(x - max) in double, as kazetts.stages.sampling.pick
     double mx = -std::numeric_limits<double>::infinity();
     for (float v : s) {
         if (std::isfinite(v)) mx = std::max(mx, (double)v);

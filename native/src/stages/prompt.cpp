@@ -22,6 +22,32 @@ std::string join(const std::vector<std::string> &items) {
     return out + "]";
 }
 
+std::vector<std::string> speaker_names(const VoiceTable &voices) {
+    std::vector<std::string> names;
+    for (const auto &kv : voices.speakers) names.push_back(kv.first);
+    return names;  // std::map iterates sorted
+}
+
+// The voice each model type is made for, as the reference's entry points take it:
+// generate_custom_voice (a named speaker), generate_voice_design (an instruct, no speaker),
+// generate_voice_clone (Base: an x-vector). As _check_voice in kazetts/stages/prompt.py.
+void check_voice(const VoiceTable &voices, const PromptRequest &r) {
+    const std::string &kind = voices.model_type;
+    if (kind == "custom_voice" && r.speaker.empty()) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "this custom_voice model needs a speaker; choose one of " +
+                                                 join(speaker_names(voices)));
+    }
+    if (kind == "voice_design" && (!r.speaker.empty() || r.xvector)) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "this voice_design model takes no speaker: describe the voice with an instruct");
+    }
+    if (kind == "voice_design" && !r.instruct_ids) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "this voice_design model needs an instruct describing the voice");
+    }
+    if (kind == "base" && !r.xvector) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "this base model needs a speaker_embedding (an x-vector of the voice to clone)");
+    }
+}
+
 void add_rows(std::vector<float> &dst, const std::vector<float> &a, const std::vector<float> &b) {
     for (size_t i = 0; i < a.size(); ++i) dst.push_back(a[i] + b[i]);
 }
@@ -65,8 +91,7 @@ Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const s
     if (!r.xvector && !r.speaker.empty()) {
         auto it = voices.speakers.find(lower(r.speaker));
         if (it == voices.speakers.end()) {
-            std::vector<std::string> names;
-            for (const auto &kv : voices.speakers) names.push_back(kv.first);
+            const std::vector<std::string> names = speaker_names(voices);
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown speaker '" + r.speaker + "'; choose one of " +
                                                      (names.empty() ? "none: this model has no named speakers" : join(names)));
         }
@@ -80,6 +105,7 @@ Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const s
         throw Error(KZ_ERR_INVALID_ARGUMENT, "speaker embedding has " + std::to_string(r.xvector_len) +
                                                  " values; this model needs " + std::to_string(H));
     }
+    check_voice(voices, r);  // after the checks of each part, as kazetts/stages/prompt.py
 
     std::vector<int32_t> tags = lang < 0 ? std::vector<int32_t>{voices.codec_nothink, voices.codec_think_bos, voices.codec_think_eos}
                                          : std::vector<int32_t>{voices.codec_think, voices.codec_think_bos, lang, voices.codec_think_eos};
