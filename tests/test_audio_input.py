@@ -68,6 +68,8 @@ def test_flac_and_ogg_files_are_read(tmp_path):
     (tone(61.0, 8000), 8000, "at most 60 s"),
     (np.zeros((2, 48000), np.float32), 24000, "48000 channels"),
     (np.zeros((4, 4, 4), np.float32), 24000, "must be \\[samples\\]"),
+    (np.full(10, 0.5, np.float32), 1, "a sample rate of 1 Hz is too low to clone a voice from"),
+    (tone(2.0, 7999), 7999, "at least 8000 Hz"),
 ])
 def test_unusable_audio_is_a_one_line_error(audio, sr, message):
     with pytest.raises(ValueError, match=message) as info:

@@ -321,6 +321,9 @@ SAY = ["Hello there.", "--speaker", "vivian", "--greedy", "--max-frames", "3"]
     (["--speaker", "vivian"], "no text"),
     (["Hello", "--speaker-embedding", "README.md"], "--speaker-embedding README.md: not a .npy array"),
     (["Hello", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["--text-file", "missing.txt", "--speaker", "vivian"], "--text-file missing.txt: No such file or directory"),
+    (["--text-file", "tests/fixtures/latin1.txt", "--speaker", "vivian"],
+     "--text-file tests/fixtures/latin1.txt is not UTF-8 text (byte 0xe9 at position 3); save it as UTF-8"),
 ])
 def test_cli_bad_requests_are_one_line_and_write_nothing(model_dirs, tmp_path, args, message):
     out = tmp_path / "out.wav"
