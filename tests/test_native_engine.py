@@ -273,6 +273,28 @@ def test_talker_sampler_is_the_numpy_one(config):
         assert py_rng.state.value == c_rng.state.value
 
 
+@pytest.mark.parametrize("greedy", [True, False])
+@pytest.mark.parametrize("nan_at", ["all", "one"])
+def test_nan_logits_are_an_error_in_both_samplers(greedy, nan_at):
+    """A damaged model's NaN logits: kz_talker_choose returned 0 for them (argmax of NaN), the
+    numpy sampler as well; both now refuse the step with the same words."""
+    from kazetts.errors import KazettsError
+    from kazetts.stages.sampling import NAN_LOGITS
+
+    vocab, eos = 3072, 2150
+    row = np.random.default_rng(0).standard_normal(vocab).astype(np.float32)
+    if nan_at == "all":
+        row.fill(np.nan)
+    row[17] = np.nan
+    config = SamplerConfig(greedy=greedy)
+    with pytest.raises(KazettsError, match=re.escape(NAN_LOGITS)):
+        TalkerSampler.for_talker(vocab, eos, config).choose(row, None if greedy else native.Rng(1))
+    assert _talker_choose(row, eos, [], config, None if greedy else native.Rng(1)) == -1
+    if nan_at == "one":  # the same row without its NaN is a step like any other
+        row[17] = 0.5
+        assert _talker_choose(row, eos, [], config, None if greedy else native.Rng(1)) >= 0
+
+
 @pytest.mark.parametrize("min_new_tokens", [0, 2, 5])
 @pytest.mark.parametrize("greedy", [True, False])
 def test_talker_end_of_speech_ban_is_the_numpy_one(min_new_tokens, greedy):

@@ -51,9 +51,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from kazetts.errors import KazettsError
+
 from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
 
 NEG_INF = np.float32(-np.inf)
+NAN_LOGITS = "the talker's logits hold NaN: the model's weights are damaged"  # as native/src/stages/sampling.h
 
 
 @dataclass
@@ -222,7 +225,10 @@ class TalkerSampler:
         return warp(scores, self.config)
 
     def choose(self, logits: np.ndarray, rng=None) -> int:
-        """Raw logits -> the next CB0 id; the id is appended to the history."""
+        """Raw logits -> the next CB0 id; the id is appended to the history. KazettsError on NaN
+        logits (argmax and the draw would pick an id from them), as the native sampler."""
+        if np.isnan(logits).any():
+            raise KazettsError(NAN_LOGITS)
         token = pick(self.process(logits), self.config.greedy, rng)
         self.history.append(token)
         return token

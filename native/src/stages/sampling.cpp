@@ -5,11 +5,16 @@
 #include <cmath>
 #include <limits>
 
+#include "core/common_internal.h"
+
 
 namespace kz {
 
 int TalkerSampler::choose(const float *logits, uint64_t *rng_state) {
     const float NEG_INF = -std::numeric_limits<float>::infinity();
+    for (int id = 0; id < vocab_; ++id) {
+        if (std::isnan(logits[id])) throw Error(KZ_ERR_COMPUTE, NAN_LOGITS);
+    }
     scores_.assign(logits, logits + vocab_);
     if (config_.repetition_penalty != 1.0f) {  // each distinct id once, float32 as torch does
         std::vector<int32_t> seen(history_);

@@ -20,6 +20,10 @@ struct SamplingConfig {
     int min_new_tokens = 2;  // end-of-speech banned while fewer ids were generated
 };
 
+// What a step with NaN logits says (a damaged model, or a stage that failed): the same words as
+// kazetts/stages/sampling.py's NAN_LOGITS.
+inline constexpr const char *NAN_LOGITS = "the talker's logits hold NaN: the model's weights are damaged";
+
 // One utterance's CB0 sampler: keeps the ids generated so far (HF's input_ids of talker.generate).
 class TalkerSampler {
   public:
@@ -31,7 +35,7 @@ class TalkerSampler {
     void set_history(const int32_t *ids, int n) { history_.assign(ids, ids + n); }
 
     // Raw codec logits [vocab] -> the next id (appended to the history). rng_state is only read
-    // when sampling: one uniform per call.
+    // when sampling: one uniform per call. Throws kz::Error (KZ_ERR_COMPUTE) on NaN logits.
     int choose(const float *logits, uint64_t *rng_state);
 
   private:
