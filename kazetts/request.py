@@ -14,6 +14,7 @@ import numpy as np
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
 MAX_SEED = 2**63 - 1  # the native engine's request takes an int64 seed: both engines then draw alike
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # `speed`: the output's time-stretch (kazetts.engine.time_stretch)
+MAX_TEXT_CHARS = 100_000  # one request's text (about an hour and a half of speech): as native/src/engine/tts.cpp
 MAX_REF_SILENCE = 2.0  # seconds of silence `ref_silence` may append (about 0.5 s is the usual remedy)
 
 # The reference's generate defaults (qwen_tts Qwen3TTSModel._merge_generate_kwargs' hard_defaults,
@@ -27,6 +28,14 @@ def _number(value) -> bool:
 
 
 INT32_MAX = 2**31 - 1  # the native request's int32 fields (top_k)
+
+
+def check_text_length(text: str) -> None:
+    """ValueError for a text longer than one request takes (every piece's prompt is built before
+    any compute: 10 MB of text kept a request busy for minutes before its first frame)."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"the text is {len(text)} characters; one request takes at most {MAX_TEXT_CHARS}: "
+                         "split it into several requests")
 
 
 def shown(value) -> str:

@@ -273,6 +273,19 @@ def test_talker_sampler_is_the_numpy_one(config):
         assert py_rng.state.value == c_rng.state.value
 
 
+def test_both_engines_refuse_a_text_longer_than_one_request_takes(engines):
+    """10 MB of text kept a request planning its pieces for minutes: both engines refuse more than
+    MAX_TEXT_CHARS code points at once, with the same words (and take that many)."""
+    from kazetts.request import MAX_TEXT_CHARS
+
+    text = "Voilà. " * (MAX_TEXT_CHARS // 7) + "é" * (MAX_TEXT_CHARS % 7 + 1)  # code points, not bytes
+    message = f"the text is {MAX_TEXT_CHARS + 1} characters; one request takes at most {MAX_TEXT_CHARS}"
+    with pytest.raises(ValueError, match=message):
+        engines("python").synthesize(text, speaker="vivian", max_frames=1)
+    with pytest.raises(native.NativeError, match="invalid argument: " + message):
+        engines("native").synthesize(text, speaker="vivian", max_frames=1)
+
+
 @pytest.mark.parametrize("greedy", [True, False])
 @pytest.mark.parametrize("nan_at", ["all", "one"])
 def test_nan_logits_are_an_error_in_both_samplers(greedy, nan_at):

@@ -29,7 +29,7 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import BusyError, KazettsError, ModelFileError
-from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling, check_speed, shown
+from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling, check_speed, check_text_length, shown
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
@@ -291,6 +291,7 @@ class TTS:
                  max_frames, ref_codes=None, ref_text=None) -> list[tuple[Prompt, int]]:
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
+        check_text_length(text)
         if not text.strip():
             raise ValueError("empty text: there is nothing to say")
         if instruct is not None and not isinstance(instruct, str):

@@ -36,6 +36,7 @@ namespace {
 
 const int N_CODEBOOKS = 16;
 const size_t PIECE_CHARS = 300;       // pieces of long text, in code points
+const size_t MAX_TEXT_CHARS = 100000;  // one request's text, in code points (kazetts.request.MAX_TEXT_CHARS)
 const size_t CROSSFADE_SAMPLES = 240;  // 10 ms at 24 kHz between pieces
 const int BUDGET_BASE = 24, BUDGET_PER_TOKEN = 8;
 
@@ -278,6 +279,11 @@ bool blank(const std::u32string &s) {
 std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r) {
     check_request(r);
     const std::u32string chars = kz::decode_utf8(text);
+    if (chars.size() > MAX_TEXT_CHARS) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "the text is " + std::to_string(chars.size()) +
+                                                 " characters; one request takes at most " +
+                                                 std::to_string(MAX_TEXT_CHARS) + ": split it into several requests");
+    }
     if (chars.empty() || blank(chars)) throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
     const std::string instruct = str(r.instruct);
     if (!instruct.empty()) kz::decode_utf8(instruct);
