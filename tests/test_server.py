@@ -263,6 +263,10 @@ BAD = [
     (json.dumps({"model": "tts-1", "input": "Hi.", "repetition_penalty": -1}).encode(), "invalid_value",
      "repetition_penalty"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(), "invalid_value", "subtalker_top_k"),
+    # what Python's decoder and number conversions raise on must not be a 500
+    (b'{"model": "tts-1", "input": "Hi.", "speed": 1' + b"0" * 400 + b"}", "invalid_value", "speed"),  # OverflowError
+    (b'{"model": "tts-1", "input": "Hi.", "temperature": 1' + b"0" * 400 + b"}", "invalid_value", "temperature"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": 1e308}).encode(), "invalid_value", "temperature"),
 ]
 
 
@@ -273,6 +277,8 @@ def test_bad_requests_are_4xx_in_openai_shape_and_the_server_keeps_serving(serve
         error = assert_openai_error(status, answer, 400)
         assert (error["code"], error["param"]) == (code, param), (body[:60], error)
         assert error["type"] == "invalid_request_error"
+        assert "\n" not in error["message"] and len(error["message"]) < 200, error["message"]
+        assert param is None or param in error["message"], error["message"]
     assert_openai_error(*http("GET", url + "/v1/nothing")[:2], 404)
     page = {"Origin": "https://example.com", "Content-Type": "text/plain"}
     good = json.dumps({"model": "tts-1", "input": "Hi."}).encode()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kazetts.request import MAX_SPEED, MIN_SPEED
+from kazetts.request import check_speed
 
 FRAME_SECONDS, TOLERANCE_SECONDS = 0.04, 0.015
 
@@ -32,9 +32,7 @@ class TimeStretch:
     """push(audio) -> stretched audio so far; flush() -> the rest (float32 mono)."""
 
     def __init__(self, speed: float, sample_rate: int = 24000):
-        if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed must be within {MIN_SPEED}..{MAX_SPEED}, got {speed}")
-        self.speed = float(speed)
+        self.speed = check_speed(speed)
         self.frame = 2 * round(FRAME_SECONDS * sample_rate / 2)
         self.hop = self.frame // 2
         self.tolerance = round(TOLERANCE_SECONDS * sample_rate)

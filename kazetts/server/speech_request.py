@@ -11,10 +11,11 @@ clients add their own (Kokoro's "stream", "lang_code" ...).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kazetts.request import INT_OPTIONS, MAX_SEED, MAX_SPEED, MIN_SPEED, OPTIONS, check_option
+from kazetts.request import INT_OPTIONS, MAX_SEED, OPTIONS, check_option, check_speed
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
@@ -54,6 +55,14 @@ def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, alias
     return default
 
 
+def _checked(name: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """check(value) (kazetts.request's checks, shared with the engines), its ValueError a 400 naming the field."""
+    try:
+        return check(value)
+    except ValueError as error:
+        raise bad_request(str(error), name, "invalid_value") from None
+
+
 def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_voice: Callable[[str | None], dict],
                  languages: list[str], takes_instruct: bool, max_input_chars: int = MAX_INPUT_CHARS,
                  text_required: bool = True) -> SpeechRequest:
@@ -80,9 +89,7 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
         reason = "is not a format" if fmt not in ALL_FORMATS else "cannot be written by this machine's libsndfile"
         raise bad_request(f"response_format {fmt!r} {reason}; choose one of {formats}", "response_format",
                           "unsupported_format")
-    speed = float(_typed(body, "speed", (int, float), 1.0))
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise bad_request(f"'speed' must be within {MIN_SPEED}..{MAX_SPEED}, got {speed:g}", "speed", "invalid_value")
+    speed = _checked("speed", check_speed, _typed(body, "speed", (int, float), 1.0))
     stream_format = _typed(body, "stream_format", str, "audio")
     if stream_format not in ("audio", "sse"):
         raise bad_request(f"stream_format {stream_format!r} is not one of ['audio', 'sse']", "stream_format",
@@ -97,10 +104,7 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
     for name in OPTIONS:
         value = _typed(body, name, int if name in INT_OPTIONS else (int, float))
         if value is not None:
-            try:
-                sampling[name] = check_option(name, value)
-            except ValueError as e:
-                raise bad_request(str(e), name, "invalid_value") from None
+            sampling[name] = _checked(name, functools.partial(check_option, name), value)
     instructions = _typed(body, "instructions", str, aliases=("instruct",))
     if instructions is not None and len(instructions) > max_input_chars:
         raise bad_request(f"'instructions' has {len(instructions)} characters; the limit is {max_input_chars}",
