@@ -264,8 +264,11 @@ BAD = [
      "repetition_penalty"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(), "invalid_value", "subtalker_top_k"),
     # what Python's decoder and number conversions raise on must not be a 500
+    (b"[" * 5000 + b"]" * 5000, "invalid_json", None),  # RecursionError
     (b'{"model": "tts-1", "input": "Hi.", "speed": 1' + b"0" * 400 + b"}", "invalid_value", "speed"),  # OverflowError
     (b'{"model": "tts-1", "input": "Hi.", "temperature": 1' + b"0" * 400 + b"}", "invalid_value", "temperature"),
+    (b'{"model": "tts-1", "input": "Hi.", "seed": 1' + b"0" * 5000 + b"}", "invalid_value", "seed"),  # 4300 digits
+    (b'{"model": "tts-1", "input": "Hi.", "top_p": -1' + b"0" * 5000 + b"}", "invalid_value", "top_p"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": 1e308}).encode(), "invalid_value", "temperature"),
 ]
 
@@ -284,6 +287,8 @@ def test_bad_requests_are_4xx_in_openai_shape_and_the_server_keeps_serving(serve
     good = json.dumps({"model": "tts-1", "input": "Hi."}).encode()
     assert assert_openai_error(*http("POST", url + "/v1/audio/speech", good, page)[:2], 403)["code"] == "origin_not_allowed"
     assert http("GET", url + "/v1/audio/voices", None, {"Origin": "http://localhost:3000"})[0] == 200
+    bad_origin = assert_openai_error(*http("POST", url + "/v1/audio/speech", good, {"Origin": "http://[::1"})[:2], 400)
+    assert bad_origin["code"] == "invalid_origin" and "Origin" in bad_origin["message"]
     assert_openai_error(*http("GET", url + "/v1/audio/speech")[:2], 405)
     assert_openai_error(*http("POST", url + "/v1/audio/speech", b"x" * (2 << 20))[:2], 413)
     with pytest.raises(openai.BadRequestError) as bad:

@@ -30,7 +30,7 @@ from kazetts.engine.time_stretch import TimeStretch
 from kazetts.server.audio_formats import CONTENT_TYPES, SAMPLE_RATE, Encoder, available_formats
 from kazetts.server.errors import ApiError, bad_request
 from kazetts.server.metrics import Metrics
-from kazetts.server.speech_request import MAX_INPUT_CHARS, SpeechRequest, parse_speech
+from kazetts.server.speech_request import MAX_INPUT_CHARS, SpeechRequest, parse_speech, read_json
 from kazetts.server.voices import SavedVoices, VoiceCatalog
 from kazetts.server.worker import AUDIO, DONE, ERROR, Job, QueueFull, Worker
 
@@ -174,10 +174,7 @@ def _error_response(error: ApiError) -> web.Response:
 
 
 async def _json_body(request: web.Request) -> Any:
-    try:
-        return json.loads(await request.read())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise bad_request(f"the request body is not valid JSON: {error}", None, "invalid_json") from None
+    return read_json(await request.read(), "the request body")
 
 
 def _alive(request: web.Request) -> Callable[[], bool]:
@@ -386,7 +383,10 @@ def _check_origin(request: web.Request, allowed: tuple[str, ...]) -> None:
     origin = request.headers.get("Origin")
     if origin is None or "*" in allowed or origin in allowed:
         return
-    host = yarl.URL(origin).host
+    try:
+        host = yarl.URL(origin).host
+    except ValueError as error:
+        raise bad_request(f"the Origin header {origin!r} is not a URL ({error})", "Origin", "invalid_origin") from None
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ApiError(403, f"requests from web pages at {origin} are not allowed; start the server with "
                             f"--allow-origin {origin}", code="origin_not_allowed")

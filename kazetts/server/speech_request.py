@@ -12,6 +12,8 @@ clients add their own (Kokoro's "stream", "lang_code" ...).
 from __future__ import annotations
 
 import functools
+import json
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +22,27 @@ from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request may hold here
+# what an integer literal beyond Python's conversion limit reads as: more digits than that limit,
+# outside every field's range, so the field's own check refuses it and names it
+_TOO_MANY_DIGITS = 10 ** sys.get_int_max_str_digits()
+
+
+def _integer(digits: str) -> int:
+    if len(digits.lstrip("-")) <= sys.get_int_max_str_digits():
+        return int(digits)
+    return -_TOO_MANY_DIGITS if digits.startswith("-") else _TOO_MANY_DIGITS
+
+
+def read_json(data: bytes | str, what: str) -> Any:
+    """A request body or WebSocket message decoded; a 400 naming `what` if it is not JSON (or
+    nests deeper than the decoder goes). An integer of more digits than Python converts is read
+    as one of more digits still, for its field to refuse."""
+    try:
+        return json.loads(data, parse_int=_integer)
+    except RecursionError:
+        raise bad_request(f"{what} is nested too deeply", None, "invalid_json") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise bad_request(f"{what} is not valid JSON: {error}", None, "invalid_json") from None
 
 
 @dataclass
