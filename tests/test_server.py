@@ -9,6 +9,7 @@ import base64
 import io
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import threading
@@ -79,6 +80,15 @@ def engine(tiny_gguf):
 @pytest.fixture(scope="module")
 def server(engine):
     app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1))
+    with ServerThread(app) as url:
+        assert wait_ready(url)
+        yield url, app[SERVER]
+
+
+@pytest.fixture(scope="module")
+def strict(engine):
+    """A second server on the same engine, with a short read timeout."""
+    app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1, read_timeout=1.0))
     with ServerThread(app) as url:
         assert wait_ready(url)
         yield url, app[SERVER]
@@ -415,10 +425,35 @@ def test_websocket_refuses_a_bad_start_and_the_example_client_works(server, tmp_
     assert rate == 24000 and len(audio) == FRAMES * 1920 and "first audio after" in run.stderr
 
 
+def test_a_client_that_sends_half_a_request_is_disconnected(strict):
+    """read_timeout (1 s here): half a header gets the connection closed, half a body a 408;
+    each socket waits 30 s at the most."""
+    url, _ = strict
+    port = int(url.rsplit(":", 1)[1])
+    head = b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    sent = [head + b"Content-Ty"] * 3 + [head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"in"]
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in sent]
+    try:
+        for sock, data in zip(sockets, sent):
+            sock.sendall(data)
+        answers = []
+        for sock in sockets:
+            answer = b""
+            for _ in range(100):
+                data = sock.recv(65536)  # socket.timeout (a failure) after 30 s
+                answer += data
+                if not data or b"request_timeout" in answer:
+                    break
+            answers.append(answer)
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert answers[:3] == [b""] * 3, "half a header: closed without an answer"
+    assert answers[3].startswith(b"HTTP/1.1 408") and b"the request body did not arrive within 1 s" in answers[3]
+
+
 def test_kazetts_serve_command(tiny_gguf):
     """The command: binds 127.0.0.1, answers /health once loaded, speaks, stops on SIGTERM."""
-    import socket
-
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -17,7 +17,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError("the server needs aiohttp: pip install 'kazetts[server]'") from None
     from kazetts.engine.model_files import find_model_files
     from kazetts.engine.tts import TTS
-    from kazetts.server.app import ServerOptions, make_app
+    from kazetts.server.app import ServerOptions, handler_options, make_app
 
     talker, mmproj = find_model_files(pathlib.Path(args.model))  # a wrong directory fails here, not later
 
@@ -46,7 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         web.run_app(app, host=args.host, port=args.port, print=lambda text: print(
             f"kazetts serve: listening on http://{args.host}:{args.port} (model loading; GET /health says when "
-            "ready)", file=sys.stderr, flush=True), access_log=None)
+            "ready)", file=sys.stderr, flush=True), access_log=None, **handler_options(app))
     except OSError as error:
         raise ValueError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
     return 0

@@ -50,6 +50,7 @@ class ServerOptions:
     default_format: str | None = None  # mp3 (OpenAI's default) where it can be written, else wav
     max_frames: int | None = None  # frame cap per text piece (default: from the text's length)
     text_timeout: float = 60.0  # WebSocket: seconds without text before the stream is given up
+    read_timeout: float = 30.0  # seconds a client may take to send a request's header, or its body (408)
     saved_voices: SavedVoices | None = None  # hook for saved (cloned) voices
     allow_origins: tuple[str, ...] = ()  # browser origins besides loopback ones ("*": any)
 
@@ -173,8 +174,12 @@ def _error_response(error: ApiError) -> web.Response:
     return web.json_response(error.body(), status=error.status, headers=error.headers)
 
 
-async def _json_body(request: web.Request) -> Any:
-    return read_json(await request.read(), "the request body")
+async def _json_body(request: web.Request, timeout: float) -> Any:
+    try:
+        data = await asyncio.wait_for(request.read(), timeout)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout:g} s", code="request_timeout") from None
+    return read_json(data, "the request body")
 
 
 def _alive(request: web.Request) -> Callable[[], bool]:
@@ -183,7 +188,7 @@ def _alive(request: web.Request) -> Callable[[], bool]:
 
 async def speech(request: web.Request) -> web.StreamResponse:
     server: Server = request.app[SERVER]
-    spoken = server.parse(await _json_body(request))
+    spoken = server.parse(await _json_body(request, server.options.read_timeout))
     job = server.submit(speech_producer(spoken, server.options))
     response = None
     try:
@@ -401,6 +406,13 @@ def _check_key(request: web.Request, key: str | None) -> None:
         raise ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
 
 
+def handler_options(app: web.Application) -> dict:
+    """aiohttp's connection options for serving `app` (keywords of web.run_app and AppRunner): a
+    client that has not sent a whole request header read_timeout s after it connected, or after
+    its last request, is disconnected."""
+    return {"keepalive_timeout": app[SERVER].options.read_timeout}
+
+
 def make_app(load: Callable[[], Any], options: ServerOptions | None = None) -> web.Application:
     """The application; `load()` builds the TTS in the worker thread (the server answers /health
     with 503 meanwhile)."""
@@ -434,7 +446,7 @@ class ServerThread:
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._runner = web.AppRunner(self.app)
+        self._runner = web.AppRunner(self.app, **handler_options(self.app))
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, self.host, self.port)
         self._loop.run_until_complete(site.start())
