@@ -94,6 +94,17 @@ def strict(engine):
         yield url, app[SERVER]
 
 
+def wait_free(state, seconds: float = 30) -> bool:
+    """The worker holds no request within `seconds` (a request left waiting for text holds it for
+    the text timeout)."""
+    end = time.time() + seconds
+    while time.time() < end:
+        if not state.worker.busy and state.worker.depth == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def wait_ready(url: str, seconds: float = 60) -> bool:
     end = time.time() + seconds
     while time.time() < end:
@@ -423,6 +434,63 @@ def test_websocket_refuses_a_bad_start_and_the_example_client_works(server, tmp_
     assert run.returncode == 0, run.stderr
     audio, rate = soundfile.read(out)
     assert rate == 24000 and len(audio) == FRAMES * 1920 and "first audio after" in run.stderr
+
+
+def stream_session(url: str, messages: list) -> tuple[list[dict], int | None, int]:
+    """Sends `messages` on the text-streaming WebSocket (a dict as JSON, bytes as a binary
+    message, a str as it is), then reads until the server closes: its JSON events, its close
+    code and the bytes of audio it sent."""
+    aiohttp = pytest.importorskip("aiohttp")
+
+    async def run():
+        events, audio = [], 0
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+                for message in messages:
+                    if isinstance(message, dict):
+                        await ws.send_json(message)
+                    elif isinstance(message, bytes):
+                        await ws.send_bytes(message)
+                    else:
+                        await ws.send_str(message)
+                for _ in range(1000):
+                    message = await ws.receive(timeout=120)
+                    if message.type == aiohttp.WSMsgType.TEXT:
+                        events.append(json.loads(message.data))
+                    elif message.type == aiohttp.WSMsgType.BINARY:
+                        audio += len(message.data)
+                    else:
+                        break
+                return events, ws.close_code, audio
+
+    return asyncio.run(run())
+
+
+START = {"type": "start", "voice": "vivian", "language": "english", "response_format": "pcm", "seed": 11}
+
+
+def test_websocket_error_is_followed_by_the_close_and_frees_the_model(server):
+    """A message the protocol does not have (at the start or later) gets one error event, then
+    the close (1008), and the model is free at once: nothing waits for the text timeout."""
+    url, state = server
+    for messages, param, code in [
+        ([{"type": "text"}], "type", "invalid_message"),  # a first message that is not a start
+        ([{"type": "text", "text": "Hello there."}], "type", "invalid_message"),
+        ([b"\x00\x01"], None, "invalid_message"),  # binary, as the first message
+        ([START, {"type": "start"}], "type", "invalid_message"),  # a second start
+        ([START, {"type": "speak", "text": "Hi."}], "type", "invalid_message"),
+        ([START, {"type": "text", "text": 5}], "text", "invalid_message"),
+        ([START, {"type": "text", "text": "Hello"}, b"there"], None, "invalid_message"),  # binary mid-stream
+        ([START, "{not json"], None, "invalid_json"),
+        # what Python's decoder raises on: an error, not the end of the reader with the model held
+        ([START, "[" * 5000 + "]" * 5000], None, "invalid_json"),  # RecursionError
+        ([START, "1" * 5000], "type", "invalid_message"),  # ValueError: more than 4300 digits
+        ([START, '{"type": "text", "text": ' + "1" * 5000 + "}"], "text", "invalid_message"),
+    ]:
+        events, close_code, _ = stream_session(url, messages)
+        assert [e["type"] for e in events] == ["error"] and close_code == 1008, (messages, events, close_code)
+        assert (events[0]["error"]["param"], events[0]["error"]["code"]) == (param, code), (messages, events)
+        assert wait_free(state), f"the model is still held after {messages}"
 
 
 def test_a_client_that_sends_half_a_request_is_disconnected(strict):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import functools
 import hmac
 import json
 import queue
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import yarl
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
 
 from kazetts.engine.time_stretch import TimeStretch
 from kazetts.server.audio_formats import CONTENT_TYPES, SAMPLE_RATE, Encoder, available_formats
@@ -232,7 +234,11 @@ def _sse(event: dict) -> bytes:
 
 
 class _Stop(Exception):
-    """The WebSocket client went away: the generation stops at its next text read."""
+    """The WebSocket stream ended early: the generation stops at its next text read."""
+
+
+def _no_text(timeout: float) -> ApiError:
+    return bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout")
 
 
 def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
@@ -241,7 +247,7 @@ def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
         try:
             item = texts.get(timeout=timeout)
         except queue.Empty:
-            raise bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout") from None
+            raise _no_text(timeout) from None
         if item is None:
             return
         if item is _Stop:
@@ -249,27 +255,42 @@ def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
         yield item
 
 
+def _message_json(message: WSMessage, what: str) -> Any:
+    """A WebSocket message's JSON; a 400 if it is not a JSON text message, ConnectionResetError
+    if it is the close."""
+    if message.type == WSMsgType.TEXT:
+        return read_json(message.data, what)
+    if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
+        raise ConnectionResetError("the client closed the stream")
+    reason = f" ({message.data})" if message.type == WSMsgType.ERROR else ""
+    raise bad_request(f"{what} must be a JSON text message, not a {message.type.name.lower()} one{reason}", None,
+                      "invalid_message")
+
+
 async def speech_stream(request: web.Request) -> web.WebSocketResponse:
-    """Text in, audio out over one WebSocket (see docs/server.md for the protocol)."""
+    """Text in, audio out over one WebSocket (see docs/server.md for the protocol). An error is
+    sent as an event, then the socket is closed and the model freed."""
     server: Server = request.app[SERVER]
+    options = server.options
     ws = web.WebSocketResponse()
     await ws.prepare(request)
     texts: queue.Queue = queue.Queue()
     job = reader = None
+    close_code = WSCloseCode.OK
     try:
-        start = await ws.receive(timeout=server.options.text_timeout)
-        if start.type != WSMsgType.TEXT:
-            raise bad_request("the first message must be a JSON text message (type 'start')", None, "invalid_json")
         try:
-            body = json.loads(start.data)
-        except json.JSONDecodeError as error:
-            raise bad_request(f"the start message is not valid JSON: {error}", None, "invalid_json") from None
+            start = await ws.receive(timeout=options.text_timeout)
+        except asyncio.TimeoutError:
+            raise _no_text(options.text_timeout) from None
+        body = _message_json(start, "the first message")
+        if not isinstance(body, dict) or body.get("type") != "start":
+            raise bad_request('the first message must be {"type": "start", ...}', "type", "invalid_message")
         spoken = server.parse(body, text_required=False)
         if spoken.input:
             texts.put(spoken.input)
-        job = server.submit(text_stream_producer(spoken, _text_chunks(texts, server.options.text_timeout),
-                                                 server.options))
+        job = server.submit(text_stream_producer(spoken, _text_chunks(texts, options.text_timeout), options))
         reader = asyncio.ensure_future(_read_text(ws, texts))
+        reader.add_done_callback(functools.partial(_reader_ended, job))
         while True:
             kind, value = await server.next_event(job, lambda: not ws.closed)
             if kind == AUDIO:
@@ -278,43 +299,53 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
                 server.metrics.generated(value["audio_seconds"], value["wall_seconds"])
                 await ws.send_json({"type": "speech.audio.done", "usage": _usage(value)})
                 break
+            elif isinstance(value, ConnectionResetError):  # from the reader: the client closed before the end
+                raise value
             else:
                 raise _engine_error(value)
     except ApiError as error:
         server.metrics.error(error.code or error.type)
-        if not ws.closed:
+        close_code = WSCloseCode.POLICY_VIOLATION if error.status < 500 else WSCloseCode.INTERNAL_ERROR
+        with contextlib.suppress(ConnectionResetError):  # unless the client is gone already
             await ws.send_json({"type": "error", **error.body()})
     except (ConnectionResetError, asyncio.CancelledError):
         server.metrics.cancelled += 1
     finally:
-        texts.put(_Stop)
+        texts.put(_Stop)  # frees the model if it waits for text
         if job is not None:
             server.worker.cancel(job)
         if reader is not None:
             reader.cancel()
-        await ws.close()
+        await ws.close(code=close_code)
     return ws
 
 
 async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue) -> None:
-    """{"type": "text", "text": "..."} messages into the queue; {"type": "end"} or a close ends it."""
+    """{"type": "text", "text": "..."} messages into the queue until {"type": "end"} (then None).
+    Raises the 400 of any other message; ConnectionResetError if the client closes before the end."""
     async for message in ws:
-        if message.type != WSMsgType.TEXT:
-            continue
-        try:
-            data = json.loads(message.data)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and data.get("type") == "text" and isinstance(data.get("text"), str):
-            texts.put(data["text"])
-        elif isinstance(data, dict) and data.get("type") == "end":
+        data = _message_json(message, "a message")
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "end":
             texts.put(None)
             return
-        else:
-            await ws.send_json({"type": "error", **bad_request(
-                'a text message must be {"type": "text", "text": "..."} or {"type": "end"}', None,
-                "invalid_message").body()})
-    texts.put(_Stop)
+        if kind != "text":
+            got = f"type {kind!r}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+            raise bad_request('after the start a message must be {"type": "text", "text": "..."} or {"type": "end"}, '
+                              f"got {got}", "type", "invalid_message")
+        if not isinstance(data.get("text"), str):
+            raise bad_request(f"'text' must be a string, got {type(data.get('text')).__name__}", "text",
+                              "invalid_message")
+        if data["text"]:
+            texts.put(data["text"])
+    raise ConnectionResetError("the client closed the stream before its end")
+
+
+def _reader_ended(job: Job, reader: asyncio.Task) -> None:
+    """The reader's failure (a bad message, the client gone) as the stream's next event."""
+    if not reader.cancelled() and reader.exception() is not None:
+        error = reader.exception()
+        job.emit(ERROR, error if isinstance(error, (ApiError, ConnectionResetError)) else _internal_error(error))
 
 
 async def models(request: web.Request) -> web.Response:
@@ -375,10 +406,15 @@ async def openai_errors(request: web.Request, handler) -> web.StreamResponse:
         response = _error_response(api)
         server.metrics.error(api.code)
     except Exception as error:  # noqa: BLE001 - a bug answers this request, in OpenAI's shape
-        response = _error_response(ApiError(500, f"{type(error).__name__}: {error}", code="internal_error"))
+        response = _error_response(_internal_error(error))
         server.metrics.error("internal_error")
     server.metrics.request(endpoint, response.status)
     return response
+
+
+def _internal_error(error: Exception) -> ApiError:
+    """A bug, as the 500 that answers its request."""
+    return ApiError(500, f"{type(error).__name__}: {error}", code="internal_error")
 
 
 def _check_origin(request: web.Request, allowed: tuple[str, ...]) -> None:
