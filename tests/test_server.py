@@ -85,10 +85,15 @@ def server(engine):
         yield url, app[SERVER]
 
 
+LIMIT = 40  # the strict server's max_input_chars
+
+
 @pytest.fixture(scope="module")
 def strict(engine):
-    """A second server on the same engine, with a short read timeout."""
-    app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1, read_timeout=1.0))
+    """A second server on the same engine, with a short text limit and read timeout (a text
+    timeout far beyond the tests' waits, so that a model held until it passes fails them)."""
+    app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1, max_input_chars=LIMIT,
+                                                 read_timeout=1.0, text_timeout=120))
     with ServerThread(app) as url:
         assert wait_ready(url)
         yield url, app[SERVER]
@@ -493,6 +498,28 @@ def test_websocket_error_is_followed_by_the_close_and_frees_the_model(server):
         assert wait_free(state), f"the model is still held after {messages}"
 
 
+def test_websocket_text_is_limited_in_all(strict):
+    """max_input_chars bounds the whole text of a stream, the start's input counted."""
+    url, state = strict
+    start = {**START, "input": "x" * (LIMIT - 5)}
+    for messages, param, code in [
+        ([{**START, "input": "x" * (LIMIT + 1)}], "input", "string_above_max_length"),
+        ([start, {"type": "text", "text": "123456"}], "text", "string_above_max_length"),
+        ([start, {"type": "text", "text": "1234"}, {"type": "text", "text": "56"}], "text", "string_above_max_length"),
+    ]:
+        events, close_code, _ = stream_session(url, messages)
+        errors = [e for e in events if e["type"] == "error"]
+        assert len(errors) == 1 and events[-1] is errors[0] and close_code == 1008, (messages[-1], events)
+        assert (errors[0]["error"]["param"], errors[0]["error"]["code"]) == (param, code), errors
+        assert wait_free(state), f"the model is still held after {messages[-1]}"
+    status, body, _ = http("POST", url + "/v1/audio/speech", json.dumps({"input": "x" * (LIMIT + 1)}).encode())
+    error = assert_openai_error(status, body, 400)
+    assert error["param"] == "input" and f"the limit is {LIMIT}" in error["message"]
+    # the text up to the limit is spoken
+    events, close_code, audio = stream_session(url, [start, {"type": "text", "text": "12345"}, {"type": "end"}])
+    assert [e["type"] for e in events] == ["speech.audio.done"] and close_code == 1000 and audio > 0
+
+
 def test_a_client_that_sends_half_a_request_is_disconnected(strict):
     """read_timeout (1 s here): half a header gets the connection closed, half a body a 408;
     each socket waits 30 s at the most."""
@@ -527,7 +554,8 @@ def test_kazetts_serve_command(tiny_gguf):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen([sys.executable, "-m", "kazetts", "serve", "--model", str(talker.parent), "--port",
-                                str(port), "--max-frames", "2", "--api-key", "k"], cwd=REPO, stderr=subprocess.PIPE)
+                                str(port), "--max-frames", "2", "--api-key", "k", "--max-input-chars", "20"], cwd=REPO,
+                               stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         end = time.time() + 120
@@ -537,6 +565,9 @@ def test_kazetts_serve_command(tiny_gguf):
         audio = client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="Hi there.",
                                                      response_format="pcm").content
         assert len(audio) == 2 * FRAME_BYTES
+        with pytest.raises(openai.BadRequestError) as long:
+            client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="x" * 21)
+        assert long.value.body["param"] == "input" and "the limit is 20" in long.value.body["message"]
     finally:
         process.terminate()
         stderr = process.communicate(timeout=60)[1].decode()

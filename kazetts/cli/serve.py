@@ -7,7 +7,8 @@ import os
 import pathlib
 import sys
 
-from kazetts.cli.say import add_model_arguments
+from kazetts.cli.say import add_model_arguments, int_in
+from kazetts.server.speech_request import MAX_INPUT_CHARS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
                             api_key=args.api_key or os.environ.get("KAZETTS_API_KEY") or None,
                             max_queue=args.queue, chunk_frames=args.chunk_frames, default_voice=args.voice,
                             default_format=args.default_format, max_frames=args.max_frames,
-                            allow_origins=tuple(args.allow_origin))
+                            allow_origins=tuple(args.allow_origin), max_input_chars=args.max_input_chars)
     app = make_app(load, options)
     if args.host not in ("127.0.0.1", "localhost", "::1") and options.api_key is None:
         print(f"kazetts serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
@@ -70,6 +71,9 @@ def register(sub) -> None:
                    help="a web page origin allowed besides loopback ones, e.g. http://192.168.1.5:8000 "
                         "(repeatable; '*' for any)")
     s.add_argument("--max-frames", type=int, default=None, help="frame cap per text piece (default: from its length)")
+    s.add_argument("--max-input-chars", type=int_in(1), default=MAX_INPUT_CHARS, metavar="N",
+                   help=f"characters a request's input, or a text stream's whole text, may have (default "
+                        f"{MAX_INPUT_CHARS}, OpenAI's limit)")
     s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
     s.add_argument("--name", default=None, help="model id in /v1/models (default: the model directory's name)")
     s.set_defaults(func=_serve)

@@ -47,7 +47,7 @@ class ServerOptions:
     api_key: str | None = None
     max_queue: int = 8
     chunk_frames: int = 4
-    max_input_chars: int = MAX_INPUT_CHARS
+    max_input_chars: int = MAX_INPUT_CHARS  # characters of a request's input, or of all a text stream's text
     default_voice: str | None = None
     default_format: str | None = None  # mp3 (OpenAI's default) where it can be written, else wav
     max_frames: int | None = None  # frame cap per text piece (default: from the text's length)
@@ -289,7 +289,7 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
         if spoken.input:
             texts.put(spoken.input)
         job = server.submit(text_stream_producer(spoken, _text_chunks(texts, options.text_timeout), options))
-        reader = asyncio.ensure_future(_read_text(ws, texts))
+        reader = asyncio.ensure_future(_read_text(ws, texts, len(spoken.input), options.max_input_chars))
         reader.add_done_callback(functools.partial(_reader_ended, job))
         while True:
             kind, value = await server.next_event(job, lambda: not ws.closed)
@@ -320,9 +320,10 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
-async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue) -> None:
+async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue, received: int, limit: int) -> None:
     """{"type": "text", "text": "..."} messages into the queue until {"type": "end"} (then None).
-    Raises the 400 of any other message; ConnectionResetError if the client closes before the end."""
+    Raises the 400 of any other message, or of text beyond `limit` characters with the
+    `received` ones; ConnectionResetError if the client closes before the end."""
     async for message in ws:
         data = _message_json(message, "a message")
         kind = data.get("type") if isinstance(data, dict) else None
@@ -336,6 +337,10 @@ async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue) -> None:
         if not isinstance(data.get("text"), str):
             raise bad_request(f"'text' must be a string, got {type(data.get('text')).__name__}", "text",
                               "invalid_message")
+        received += len(data["text"])
+        if received > limit:
+            raise bad_request(f"the text streamed in has {received} characters; the limit is {limit}", "text",
+                              "string_above_max_length")
         if data["text"]:
             texts.put(data["text"])
     raise ConnectionResetError("the client closed the stream before its end")

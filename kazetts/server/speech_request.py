@@ -21,7 +21,7 @@ from kazetts.request import INT_OPTIONS, MAX_SEED, OPTIONS, check_option, check_
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
-MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request may hold here
+MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request (or text stream) may hold here
 # what an integer literal beyond Python's conversion limit reads as: more digits than that limit,
 # outside every field's range, so the field's own check refuses it and names it
 _TOO_MANY_DIGITS = 10 ** sys.get_int_max_str_digits()
@@ -99,9 +99,9 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
             raise bad_request("'input' is required: the text to say", "input", "missing_required_parameter")
         if not text.strip():
             raise bad_request("'input' is empty: there is nothing to say", "input", "empty_input")
-        if len(text) > max_input_chars:
-            raise bad_request(f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input",
-                              "string_above_max_length")
+    if text is not None and len(text) > max_input_chars:
+        raise bad_request(f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input",
+                          "string_above_max_length")
     voice = _typed(body, "voice", (str, dict), aliases=("speaker",))
     if isinstance(voice, dict):
         voice = voice.get("id")
