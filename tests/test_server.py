@@ -386,7 +386,7 @@ def test_health_is_503_while_loading_and_the_key_is_checked():
 TEXT = "Hello there, this is text streamed in word by word."
 
 
-def test_websocket_text_stream_speaks_before_the_text_ends(server):
+def test_websocket_text_stream_speaks_before_the_text_ends(server, engine):
     aiohttp = pytest.importorskip("aiohttp")
     url, _ = server
     words = TEXT.split(" ")
@@ -412,9 +412,11 @@ def test_websocket_text_stream_speaks_before_the_text_ends(server):
                         event = json.loads(message.data)
                         assert event["type"] == "speech.audio.done", event
                         break
-        return audio
+        return audio, event["usage"]
 
-    streamed = asyncio.run(run())
+    streamed, usage = asyncio.run(run())
+    assert usage["input_tokens"] == len(engine.talker.tokenize(TEXT)) > 0, "the tokens of the text streamed in"
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     whole = client(url).audio.speech.create(model="tts-1", voice="vivian", input=TEXT, response_format="pcm",
                                             extra_body={"seed": 11, "language": "english"}).content
     assert streamed == whole, "same seed, same text: the same audio, streamed in or not"

@@ -115,10 +115,11 @@ class Server:
 
 
 # -- producing audio (runs in the worker thread) ----------------------------------------------------
-def _audio_events(request: SpeechRequest, chunks: Iterator, sample_rate: int, input_tokens: int,
+def _audio_events(request: SpeechRequest, chunks: Iterator, tts, text: Callable[[], str],
                   timings: dict) -> Iterator[tuple[str, Any]]:
     """AudioChunks -> (AUDIO, encoded bytes) as they come, stretched to the requested speed,
-    then (DONE, stats)."""
+    then (DONE, stats); the input tokens are those of `text()`, the text said."""
+    sample_rate = tts.sample_rate
     encoder, stretch, samples = Encoder(request.response_format, sample_rate), TimeStretch(request.speed, sample_rate), 0
     for chunk in chunks:
         audio = stretch.push(chunk.audio)
@@ -131,7 +132,7 @@ def _audio_events(request: SpeechRequest, chunks: Iterator, sample_rate: int, in
     data = encoder.push(tail) + encoder.finish()
     if data:
         yield AUDIO, data
-    yield DONE, {"input_tokens": input_tokens, "output_tokens": timings.get("frames", 0),
+    yield DONE, {"input_tokens": len(tts.talker.tokenize(text())), "output_tokens": timings.get("frames", 0),
                  "audio_seconds": samples / sample_rate, "wall_seconds": timings.get("wall", 0.0)}
 
 
@@ -140,18 +141,19 @@ def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[
         timings: dict = {}
         chunks = tts.stream(request.input, chunk_frames=options.chunk_frames, max_frames=options.max_frames,
                             timings=timings, **request.engine_options())
-        tokens = len(tts.talker.tokenize(request.input))
-        yield from _audio_events(request, chunks, tts.sample_rate, tokens, timings)
+        yield from _audio_events(request, chunks, tts, lambda: request.input, timings)
 
     return produce
 
 
-def text_stream_producer(request: SpeechRequest, chunks: Iterator[str], options: ServerOptions) -> Callable[[Any], Iterator]:
+def text_stream_producer(request: SpeechRequest, texts: queue.Queue, options: ServerOptions) -> Callable[[Any], Iterator]:
+    """The text stream's work: the text arrives in `texts` (see _text_chunks)."""
     def produce(tts) -> Iterator[tuple[str, Any]]:
         timings: dict = {}
-        audio = tts.stream_text(chunks, chunk_frames=options.chunk_frames, max_frames=options.max_frames,
-                                timings=timings, **request.engine_options())
-        yield from _audio_events(request, audio, tts.sample_rate, 0, timings)
+        said: list[str] = []
+        audio = tts.stream_text(_text_chunks(texts, options.text_timeout, said), chunk_frames=options.chunk_frames,
+                                max_frames=options.max_frames, timings=timings, **request.engine_options())
+        yield from _audio_events(request, audio, tts, lambda: "".join(said), timings)
 
     return produce
 
@@ -241,8 +243,9 @@ def _no_text(timeout: float) -> ApiError:
     return bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout")
 
 
-def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
-    """Text messages for stream_text, as they arrive from the WebSocket (None ends the text)."""
+def _text_chunks(texts: queue.Queue, timeout: float, said: list[str]) -> Iterator[str]:
+    """Text messages for stream_text, as they arrive from the WebSocket (None ends the text),
+    each also appended to `said`."""
     while True:
         try:
             item = texts.get(timeout=timeout)
@@ -252,6 +255,7 @@ def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
             return
         if item is _Stop:
             raise _Stop
+        said.append(item)
         yield item
 
 
@@ -288,7 +292,7 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
         spoken = server.parse(body, text_required=False)
         if spoken.input:
             texts.put(spoken.input)
-        job = server.submit(text_stream_producer(spoken, _text_chunks(texts, options.text_timeout), options))
+        job = server.submit(text_stream_producer(spoken, texts, options))
         reader = asyncio.ensure_future(_read_text(ws, texts, len(spoken.input), options.max_input_chars))
         reader.add_done_callback(functools.partial(_reader_ended, job))
         while True:
