@@ -95,7 +95,7 @@ def test_say_takes_the_sampling_options(model_dir, tmp_path):
         said.append(result.stdout)
     assert said[0] != said[1]
     for option, value, message in [("--top-p", "1.5", b"top_p must be a number in (0, 1], got 1.5"),
-                                   ("--top-k", "2.5", b"top_k must be an integer in 0..2147483647 (0: off), got '2.5'")]:
+                                   ("--top-k", "2.5", b"top_k must be an integer >= 0 (0: off), got '2.5'")]:
         result = kazetts("say", "x", "-o", tmp_path / "x.wav", "--model", model_dir, option, value)
         assert result.returncode == 2 and b"argument " + option.encode() + b": " + message in result.stderr
         assert b"Traceback" not in result.stderr and not list(tmp_path.iterdir())

@@ -227,24 +227,36 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
     ("temperature", float("inf"), "temperature must be a number > 0, got inf"),
     ("temperature", 1e-50, "temperature must be a number > 0"),  # 0 in float32, as the native request holds it
     ("temperature", "0.7", "temperature must be a number > 0, got '0.7'"),
-    ("top_k", -1, "top_k must be an integer in 0..2147483647 (0: off), got -1"),
-    ("top_k", 2.5, "top_k must be an integer in 0..2147483647 (0: off), got 2.5"),
+    ("top_k", -1, "top_k must be an integer >= 0 (0: off), got -1"),
+    ("top_k", 2.5, "top_k must be an integer >= 0 (0: off), got 2.5"),
     ("top_k", True, "top_k must be an integer"),
     ("top_p", 0.0, "top_p must be a number in (0, 1], got 0.0"),
     ("top_p", 1.01, "top_p must be a number in (0, 1], got 1.01"),
     ("top_p", float("nan"), "top_p must be a number in (0, 1]"),
     ("repetition_penalty", -1.05, "repetition_penalty must be a number > 0, got -1.05"),
     ("subtalker_temperature", 0.0, "subtalker_temperature must be a number > 0"),
-    ("subtalker_top_k", -2, "subtalker_top_k must be an integer in 0..2147483647"),
+    ("subtalker_top_k", -2, "subtalker_top_k must be an integer >= 0"),
     ("subtalker_top_p", 5, "subtalker_top_p must be a number in (0, 1]"),
     ("greedy", "yes", "greedy must be True or False"),
-    ("temperature", 1e308, "temperature must be a number > 0, got 1e+308"),  # inf in float32
-    pytest.param("repetition_penalty", 10**400, "repetition_penalty must be a number > 0, got 10000000000000000000000000000"
-                 "00000000...", id="400-digit"),
-    pytest.param("temperature", 10**5000, "temperature must be a number > 0, got a number too large to print",
-                 id="5000-digit"),
-    ("top_k", 2**31, "top_k must be an integer in 0..2147483647 (0: off), got 2147483648"),
+    # float32 (the native request's type) cannot hold them: refused, not held as inf or 0
+    ("temperature", 1e308, "temperature must be a number > 0, got 1e+308 (inf in float32)"),
+    ("repetition_penalty", 1e-50, "repetition_penalty must be a number > 0, got 1e-50 (0 in float32)"),
+    ("top_p", -1e300, "top_p must be a number in (0, 1], got -1e+300 (-inf in float32)"),
+    # an integer too large for a float: refused by its length, without an OverflowError
+    pytest.param("temperature", 10**399, "temperature must be a number > 0, got an integer of 400 digits (inf in "
+                 "float32)", id="temperature-400-digits"),
+    pytest.param("subtalker_top_p", 10**5000, "subtalker_top_p must be a number in (0, 1], got an integer of more "
+                 "than 4300 digits", id="subtalker_top_p-5001-digits"),
+    pytest.param("top_k", -(10**30), "top_k must be an integer >= 0 (0: off), got an integer of 31 digits",
+                 id="top_k-31-digits"),
 ])
 def test_request_sampling_refuses_out_of_range_values(name, value, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         Sampling(**{name: value})
+
+
+def test_top_k_beyond_the_native_int32_keeps_every_token_as_it_says():
+    """The native request holds top_k in an int32 (ctypes would wrap 2**32 + 5 to 5): a larger
+    top_k is held as the int32's largest, which keeps every token, as the value asked."""
+    assert Sampling(top_k=2**32 + 5).top_k == Sampling(subtalker_top_k=10**40).subtalker_top_k == 2**31 - 1
+    assert Sampling(top_k=2**31 - 2).top_k == 2**31 - 2

@@ -9,6 +9,7 @@ import base64
 import io
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import threading
@@ -82,6 +83,31 @@ def server(engine):
     with ServerThread(app) as url:
         assert wait_ready(url)
         yield url, app[SERVER]
+
+
+LIMIT = 40  # the strict server's max_input_chars
+
+
+@pytest.fixture(scope="module")
+def strict(engine):
+    """A second server on the same engine, with a short text limit and read timeout (a text
+    timeout far beyond the tests' waits, so that a model held until it passes fails them)."""
+    app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1, max_input_chars=LIMIT,
+                                                 read_timeout=1.0, text_timeout=120))
+    with ServerThread(app) as url:
+        assert wait_ready(url)
+        yield url, app[SERVER]
+
+
+def wait_free(state, seconds: float = 30) -> bool:
+    """The worker holds no request within `seconds` (a request left waiting for text holds it for
+    the text timeout)."""
+    end = time.time() + seconds
+    while time.time() < end:
+        if not state.worker.busy and state.worker.depth == 0:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def wait_ready(url: str, seconds: float = 60) -> bool:
@@ -263,6 +289,13 @@ BAD = [
     (json.dumps({"model": "tts-1", "input": "Hi.", "repetition_penalty": -1}).encode(), "invalid_value",
      "repetition_penalty"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(), "invalid_value", "subtalker_top_k"),
+    # what Python's decoder and number conversions raise on must not be a 500
+    (b"[" * 5000 + b"]" * 5000, "invalid_json", None),  # RecursionError
+    (b'{"model": "tts-1", "input": "Hi.", "speed": 1' + b"0" * 400 + b"}", "invalid_value", "speed"),  # OverflowError
+    (b'{"model": "tts-1", "input": "Hi.", "temperature": 1' + b"0" * 400 + b"}", "invalid_value", "temperature"),
+    (b'{"model": "tts-1", "input": "Hi.", "seed": 1' + b"0" * 5000 + b"}", "invalid_value", "seed"),  # 4300 digits
+    (b'{"model": "tts-1", "input": "Hi.", "top_p": -1' + b"0" * 5000 + b"}", "invalid_value", "top_p"),
+    (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": 1e308}).encode(), "invalid_value", "temperature"),
 ]
 
 
@@ -273,11 +306,15 @@ def test_bad_requests_are_4xx_in_openai_shape_and_the_server_keeps_serving(serve
         error = assert_openai_error(status, answer, 400)
         assert (error["code"], error["param"]) == (code, param), (body[:60], error)
         assert error["type"] == "invalid_request_error"
+        assert "\n" not in error["message"] and len(error["message"]) < 200, error["message"]
+        assert param is None or param in error["message"], error["message"]
     assert_openai_error(*http("GET", url + "/v1/nothing")[:2], 404)
     page = {"Origin": "https://example.com", "Content-Type": "text/plain"}
     good = json.dumps({"model": "tts-1", "input": "Hi."}).encode()
     assert assert_openai_error(*http("POST", url + "/v1/audio/speech", good, page)[:2], 403)["code"] == "origin_not_allowed"
     assert http("GET", url + "/v1/audio/voices", None, {"Origin": "http://localhost:3000"})[0] == 200
+    bad_origin = assert_openai_error(*http("POST", url + "/v1/audio/speech", good, {"Origin": "http://[::1"})[:2], 400)
+    assert bad_origin["code"] == "invalid_origin" and "Origin" in bad_origin["message"]
     assert_openai_error(*http("GET", url + "/v1/audio/speech")[:2], 405)
     assert_openai_error(*http("POST", url + "/v1/audio/speech", b"x" * (2 << 20))[:2], 413)
     with pytest.raises(openai.BadRequestError) as bad:
@@ -349,7 +386,7 @@ def test_health_is_503_while_loading_and_the_key_is_checked():
 TEXT = "Hello there, this is text streamed in word by word."
 
 
-def test_websocket_text_stream_speaks_before_the_text_ends(server):
+def test_websocket_text_stream_speaks_before_the_text_ends(server, engine):
     aiohttp = pytest.importorskip("aiohttp")
     url, _ = server
     words = TEXT.split(" ")
@@ -375,9 +412,11 @@ def test_websocket_text_stream_speaks_before_the_text_ends(server):
                         event = json.loads(message.data)
                         assert event["type"] == "speech.audio.done", event
                         break
-        return audio
+        return audio, event["usage"]
 
-    streamed = asyncio.run(run())
+    streamed, usage = asyncio.run(run())
+    assert usage["input_tokens"] == len(engine.talker.tokenize(TEXT)) > 0, "the tokens of the text streamed in"
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     whole = client(url).audio.speech.create(model="tts-1", voice="vivian", input=TEXT, response_format="pcm",
                                             extra_body={"seed": 11, "language": "english"}).content
     assert streamed == whole, "same seed, same text: the same audio, streamed in or not"
@@ -404,16 +443,121 @@ def test_websocket_refuses_a_bad_start_and_the_example_client_works(server, tmp_
     assert rate == 24000 and len(audio) == FRAMES * 1920 and "first audio after" in run.stderr
 
 
+def stream_session(url: str, messages: list) -> tuple[list[dict], int | None, int]:
+    """Sends `messages` on the text-streaming WebSocket (a dict as JSON, bytes as a binary
+    message, a str as it is), then reads until the server closes: its JSON events, its close
+    code and the bytes of audio it sent."""
+    aiohttp = pytest.importorskip("aiohttp")
+
+    async def run():
+        events, audio = [], 0
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+                for message in messages:
+                    if isinstance(message, dict):
+                        await ws.send_json(message)
+                    elif isinstance(message, bytes):
+                        await ws.send_bytes(message)
+                    else:
+                        await ws.send_str(message)
+                for _ in range(1000):
+                    message = await ws.receive(timeout=120)
+                    if message.type == aiohttp.WSMsgType.TEXT:
+                        events.append(json.loads(message.data))
+                    elif message.type == aiohttp.WSMsgType.BINARY:
+                        audio += len(message.data)
+                    else:
+                        break
+                return events, ws.close_code, audio
+
+    return asyncio.run(run())
+
+
+START = {"type": "start", "voice": "vivian", "language": "english", "response_format": "pcm", "seed": 11}
+
+
+def test_websocket_error_is_followed_by_the_close_and_frees_the_model(server):
+    """A message the protocol does not have (at the start or later) gets one error event, then
+    the close (1008), and the model is free at once: nothing waits for the text timeout."""
+    url, state = server
+    for messages, param, code in [
+        ([{"type": "text"}], "type", "invalid_message"),  # a first message that is not a start
+        ([{"type": "text", "text": "Hello there."}], "type", "invalid_message"),
+        ([b"\x00\x01"], None, "invalid_message"),  # binary, as the first message
+        ([START, {"type": "start"}], "type", "invalid_message"),  # a second start
+        ([START, {"type": "speak", "text": "Hi."}], "type", "invalid_message"),
+        ([START, {"type": "text", "text": 5}], "text", "invalid_message"),
+        ([START, {"type": "text", "text": "Hello"}, b"there"], None, "invalid_message"),  # binary mid-stream
+        ([START, "{not json"], None, "invalid_json"),
+        # what Python's decoder raises on: an error, not the end of the reader with the model held
+        ([START, "[" * 5000 + "]" * 5000], None, "invalid_json"),  # RecursionError
+        ([START, "1" * 5000], "type", "invalid_message"),  # ValueError: more than 4300 digits
+        ([START, '{"type": "text", "text": ' + "1" * 5000 + "}"], "text", "invalid_message"),
+    ]:
+        events, close_code, _ = stream_session(url, messages)
+        assert [e["type"] for e in events] == ["error"] and close_code == 1008, (messages, events, close_code)
+        assert (events[0]["error"]["param"], events[0]["error"]["code"]) == (param, code), (messages, events)
+        assert wait_free(state), f"the model is still held after {messages}"
+
+
+def test_websocket_text_is_limited_in_all(strict):
+    """max_input_chars bounds the whole text of a stream, the start's input counted."""
+    url, state = strict
+    start = {**START, "input": "x" * (LIMIT - 5)}
+    for messages, param, code in [
+        ([{**START, "input": "x" * (LIMIT + 1)}], "input", "string_above_max_length"),
+        ([start, {"type": "text", "text": "123456"}], "text", "string_above_max_length"),
+        ([start, {"type": "text", "text": "1234"}, {"type": "text", "text": "56"}], "text", "string_above_max_length"),
+    ]:
+        events, close_code, _ = stream_session(url, messages)
+        errors = [e for e in events if e["type"] == "error"]
+        assert len(errors) == 1 and events[-1] is errors[0] and close_code == 1008, (messages[-1], events)
+        assert (errors[0]["error"]["param"], errors[0]["error"]["code"]) == (param, code), errors
+        assert wait_free(state), f"the model is still held after {messages[-1]}"
+    status, body, _ = http("POST", url + "/v1/audio/speech", json.dumps({"input": "x" * (LIMIT + 1)}).encode())
+    error = assert_openai_error(status, body, 400)
+    assert error["param"] == "input" and f"the limit is {LIMIT}" in error["message"]
+    # the text up to the limit is spoken
+    events, close_code, audio = stream_session(url, [start, {"type": "text", "text": "12345"}, {"type": "end"}])
+    assert [e["type"] for e in events] == ["speech.audio.done"] and close_code == 1000 and audio > 0
+
+
+def test_a_client_that_sends_half_a_request_is_disconnected(strict):
+    """read_timeout (1 s here): half a header gets the connection closed, half a body a 408;
+    each socket waits 30 s at the most."""
+    url, _ = strict
+    port = int(url.rsplit(":", 1)[1])
+    head = b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    sent = [head + b"Content-Ty"] * 3 + [head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"in"]
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in sent]
+    try:
+        for sock, data in zip(sockets, sent):
+            sock.sendall(data)
+        answers = []
+        for sock in sockets:
+            answer = b""
+            for _ in range(100):
+                data = sock.recv(65536)  # socket.timeout (a failure) after 30 s
+                answer += data
+                if not data or b"request_timeout" in answer:
+                    break
+            answers.append(answer)
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert answers[:3] == [b""] * 3, "half a header: closed without an answer"
+    assert answers[3].startswith(b"HTTP/1.1 408") and b"the request body did not arrive within 1 s" in answers[3]
+
+
 def test_kazetts_serve_command(tiny_gguf):
     """The command: binds 127.0.0.1, answers /health once loaded, speaks, stops on SIGTERM."""
-    import socket
-
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen([sys.executable, "-m", "kazetts", "serve", "--model", str(talker.parent), "--port",
-                                str(port), "--max-frames", "2", "--api-key", "k"], cwd=REPO, stderr=subprocess.PIPE)
+                                str(port), "--max-frames", "2", "--api-key", "k", "--max-input-chars", "20"], cwd=REPO,
+                               stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         end = time.time() + 120
@@ -423,6 +567,9 @@ def test_kazetts_serve_command(tiny_gguf):
         audio = client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="Hi there.",
                                                      response_format="pcm").content
         assert len(audio) == 2 * FRAME_BYTES
+        with pytest.raises(openai.BadRequestError) as long:
+            client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="x" * 21)
+        assert long.value.body["param"] == "input" and "the limit is 20" in long.value.body["message"]
     finally:
         process.terminate()
         stderr = process.communicate(timeout=60)[1].decode()

@@ -7,7 +7,8 @@ import os
 import pathlib
 import sys
 
-from kazetts.cli.say import add_model_arguments
+from kazetts.cli.say import add_model_arguments, int_in
+from kazetts.server.speech_request import MAX_INPUT_CHARS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -17,7 +18,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError("the server needs aiohttp: pip install 'kazetts[server]'") from None
     from kazetts.engine.model_files import find_model_files
     from kazetts.engine.tts import TTS
-    from kazetts.server.app import ServerOptions, make_app
+    from kazetts.server.app import ServerOptions, handler_options, make_app
 
     talker, mmproj = find_model_files(pathlib.Path(args.model))  # a wrong directory fails here, not later
 
@@ -38,7 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
                             api_key=args.api_key or os.environ.get("KAZETTS_API_KEY") or None,
                             max_queue=args.queue, chunk_frames=args.chunk_frames, default_voice=args.voice,
                             default_format=args.default_format, max_frames=args.max_frames,
-                            allow_origins=tuple(args.allow_origin))
+                            allow_origins=tuple(args.allow_origin), max_input_chars=args.max_input_chars)
     app = make_app(load, options)
     if args.host not in ("127.0.0.1", "localhost", "::1") and options.api_key is None:
         print(f"kazetts serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
@@ -46,7 +47,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         web.run_app(app, host=args.host, port=args.port, print=lambda text: print(
             f"kazetts serve: listening on http://{args.host}:{args.port} (model loading; GET /health says when "
-            "ready)", file=sys.stderr, flush=True), access_log=None)
+            "ready)", file=sys.stderr, flush=True), access_log=None, **handler_options(app))
     except OSError as error:
         raise ValueError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
     return 0
@@ -70,6 +71,9 @@ def register(sub) -> None:
                    help="a web page origin allowed besides loopback ones, e.g. http://192.168.1.5:8000 "
                         "(repeatable; '*' for any)")
     s.add_argument("--max-frames", type=int, default=None, help="frame cap per text piece (default: from its length)")
+    s.add_argument("--max-input-chars", type=int_in(1), default=MAX_INPUT_CHARS, metavar="N",
+                   help=f"characters a request's input, or a text stream's whole text, may have (default "
+                        f"{MAX_INPUT_CHARS}, OpenAI's limit)")
     s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
     s.add_argument("--name", default=None, help="model id in /v1/models (default: the model directory's name)")
     s.set_defaults(func=_serve)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import functools
 import hmac
 import json
 import queue
@@ -24,13 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import yarl
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
 
 from kazetts.engine.time_stretch import TimeStretch
 from kazetts.server.audio_formats import CONTENT_TYPES, SAMPLE_RATE, Encoder, available_formats
 from kazetts.server.errors import ApiError, bad_request
 from kazetts.server.metrics import Metrics
-from kazetts.server.speech_request import MAX_INPUT_CHARS, SpeechRequest, parse_speech
+from kazetts.server.speech_request import MAX_INPUT_CHARS, SpeechRequest, parse_speech, read_json
 from kazetts.server.voices import SavedVoices, VoiceCatalog
 from kazetts.server.worker import AUDIO, DONE, ERROR, Job, QueueFull, Worker
 
@@ -45,11 +47,12 @@ class ServerOptions:
     api_key: str | None = None
     max_queue: int = 8
     chunk_frames: int = 4
-    max_input_chars: int = MAX_INPUT_CHARS
+    max_input_chars: int = MAX_INPUT_CHARS  # characters of a request's input, or of all a text stream's text
     default_voice: str | None = None
     default_format: str | None = None  # mp3 (OpenAI's default) where it can be written, else wav
     max_frames: int | None = None  # frame cap per text piece (default: from the text's length)
     text_timeout: float = 60.0  # WebSocket: seconds without text before the stream is given up
+    read_timeout: float = 30.0  # seconds a client may take to send a request's header, or its body (408)
     saved_voices: SavedVoices | None = None  # hook for saved (cloned) voices
     allow_origins: tuple[str, ...] = ()  # browser origins besides loopback ones ("*": any)
 
@@ -112,10 +115,11 @@ class Server:
 
 
 # -- producing audio (runs in the worker thread) ----------------------------------------------------
-def _audio_events(request: SpeechRequest, chunks: Iterator, sample_rate: int, input_tokens: int,
+def _audio_events(request: SpeechRequest, chunks: Iterator, tts, text: Callable[[], str],
                   timings: dict) -> Iterator[tuple[str, Any]]:
     """AudioChunks -> (AUDIO, encoded bytes) as they come, stretched to the requested speed,
-    then (DONE, stats)."""
+    then (DONE, stats); the input tokens are those of `text()`, the text said."""
+    sample_rate = tts.sample_rate
     encoder, stretch, samples = Encoder(request.response_format, sample_rate), TimeStretch(request.speed, sample_rate), 0
     for chunk in chunks:
         audio = stretch.push(chunk.audio)
@@ -128,7 +132,7 @@ def _audio_events(request: SpeechRequest, chunks: Iterator, sample_rate: int, in
     data = encoder.push(tail) + encoder.finish()
     if data:
         yield AUDIO, data
-    yield DONE, {"input_tokens": input_tokens, "output_tokens": timings.get("frames", 0),
+    yield DONE, {"input_tokens": len(tts.talker.tokenize(text())), "output_tokens": timings.get("frames", 0),
                  "audio_seconds": samples / sample_rate, "wall_seconds": timings.get("wall", 0.0)}
 
 
@@ -137,18 +141,19 @@ def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[
         timings: dict = {}
         chunks = tts.stream(request.input, chunk_frames=options.chunk_frames, max_frames=options.max_frames,
                             timings=timings, **request.engine_options())
-        tokens = len(tts.talker.tokenize(request.input))
-        yield from _audio_events(request, chunks, tts.sample_rate, tokens, timings)
+        yield from _audio_events(request, chunks, tts, lambda: request.input, timings)
 
     return produce
 
 
-def text_stream_producer(request: SpeechRequest, chunks: Iterator[str], options: ServerOptions) -> Callable[[Any], Iterator]:
+def text_stream_producer(request: SpeechRequest, texts: queue.Queue, options: ServerOptions) -> Callable[[Any], Iterator]:
+    """The text stream's work: the text arrives in `texts` (see _text_chunks)."""
     def produce(tts) -> Iterator[tuple[str, Any]]:
         timings: dict = {}
-        audio = tts.stream_text(chunks, chunk_frames=options.chunk_frames, max_frames=options.max_frames,
-                                timings=timings, **request.engine_options())
-        yield from _audio_events(request, audio, tts.sample_rate, 0, timings)
+        said: list[str] = []
+        audio = tts.stream_text(_text_chunks(texts, options.text_timeout, said), chunk_frames=options.chunk_frames,
+                                max_frames=options.max_frames, timings=timings, **request.engine_options())
+        yield from _audio_events(request, audio, tts, lambda: "".join(said), timings)
 
     return produce
 
@@ -173,11 +178,12 @@ def _error_response(error: ApiError) -> web.Response:
     return web.json_response(error.body(), status=error.status, headers=error.headers)
 
 
-async def _json_body(request: web.Request) -> Any:
+async def _json_body(request: web.Request, timeout: float) -> Any:
     try:
-        return json.loads(await request.read())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise bad_request(f"the request body is not valid JSON: {error}", None, "invalid_json") from None
+        data = await asyncio.wait_for(request.read(), timeout)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout:g} s", code="request_timeout") from None
+    return read_json(data, "the request body")
 
 
 def _alive(request: web.Request) -> Callable[[], bool]:
@@ -186,7 +192,7 @@ def _alive(request: web.Request) -> Callable[[], bool]:
 
 async def speech(request: web.Request) -> web.StreamResponse:
     server: Server = request.app[SERVER]
-    spoken = server.parse(await _json_body(request))
+    spoken = server.parse(await _json_body(request, server.options.read_timeout))
     job = server.submit(speech_producer(spoken, server.options))
     response = None
     try:
@@ -230,44 +236,65 @@ def _sse(event: dict) -> bytes:
 
 
 class _Stop(Exception):
-    """The WebSocket client went away: the generation stops at its next text read."""
+    """The WebSocket stream ended early: the generation stops at its next text read."""
 
 
-def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
-    """Text messages for stream_text, as they arrive from the WebSocket (None ends the text)."""
+def _no_text(timeout: float) -> ApiError:
+    return bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout")
+
+
+def _text_chunks(texts: queue.Queue, timeout: float, said: list[str]) -> Iterator[str]:
+    """Text messages for stream_text, as they arrive from the WebSocket (None ends the text),
+    each also appended to `said`."""
     while True:
         try:
             item = texts.get(timeout=timeout)
         except queue.Empty:
-            raise bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout") from None
+            raise _no_text(timeout) from None
         if item is None:
             return
         if item is _Stop:
             raise _Stop
+        said.append(item)
         yield item
 
 
+def _message_json(message: WSMessage, what: str) -> Any:
+    """A WebSocket message's JSON; a 400 if it is not a JSON text message, ConnectionResetError
+    if it is the close."""
+    if message.type == WSMsgType.TEXT:
+        return read_json(message.data, what)
+    if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
+        raise ConnectionResetError("the client closed the stream")
+    reason = f" ({message.data})" if message.type == WSMsgType.ERROR else ""
+    raise bad_request(f"{what} must be a JSON text message, not a {message.type.name.lower()} one{reason}", None,
+                      "invalid_message")
+
+
 async def speech_stream(request: web.Request) -> web.WebSocketResponse:
-    """Text in, audio out over one WebSocket (see docs/server.md for the protocol)."""
+    """Text in, audio out over one WebSocket (see docs/server.md for the protocol). An error is
+    sent as an event, then the socket is closed and the model freed."""
     server: Server = request.app[SERVER]
+    options = server.options
     ws = web.WebSocketResponse()
     await ws.prepare(request)
     texts: queue.Queue = queue.Queue()
     job = reader = None
+    close_code = WSCloseCode.OK
     try:
-        start = await ws.receive(timeout=server.options.text_timeout)
-        if start.type != WSMsgType.TEXT:
-            raise bad_request("the first message must be a JSON text message (type 'start')", None, "invalid_json")
         try:
-            body = json.loads(start.data)
-        except json.JSONDecodeError as error:
-            raise bad_request(f"the start message is not valid JSON: {error}", None, "invalid_json") from None
+            start = await ws.receive(timeout=options.text_timeout)
+        except asyncio.TimeoutError:
+            raise _no_text(options.text_timeout) from None
+        body = _message_json(start, "the first message")
+        if not isinstance(body, dict) or body.get("type") != "start":
+            raise bad_request('the first message must be {"type": "start", ...}', "type", "invalid_message")
         spoken = server.parse(body, text_required=False)
         if spoken.input:
             texts.put(spoken.input)
-        job = server.submit(text_stream_producer(spoken, _text_chunks(texts, server.options.text_timeout),
-                                                 server.options))
-        reader = asyncio.ensure_future(_read_text(ws, texts))
+        job = server.submit(text_stream_producer(spoken, texts, options))
+        reader = asyncio.ensure_future(_read_text(ws, texts, len(spoken.input), options.max_input_chars))
+        reader.add_done_callback(functools.partial(_reader_ended, job))
         while True:
             kind, value = await server.next_event(job, lambda: not ws.closed)
             if kind == AUDIO:
@@ -276,43 +303,58 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
                 server.metrics.generated(value["audio_seconds"], value["wall_seconds"])
                 await ws.send_json({"type": "speech.audio.done", "usage": _usage(value)})
                 break
+            elif isinstance(value, ConnectionResetError):  # from the reader: the client closed before the end
+                raise value
             else:
                 raise _engine_error(value)
     except ApiError as error:
         server.metrics.error(error.code or error.type)
-        if not ws.closed:
+        close_code = WSCloseCode.POLICY_VIOLATION if error.status < 500 else WSCloseCode.INTERNAL_ERROR
+        with contextlib.suppress(ConnectionResetError):  # unless the client is gone already
             await ws.send_json({"type": "error", **error.body()})
     except (ConnectionResetError, asyncio.CancelledError):
         server.metrics.cancelled += 1
     finally:
-        texts.put(_Stop)
+        texts.put(_Stop)  # frees the model if it waits for text
         if job is not None:
             server.worker.cancel(job)
         if reader is not None:
             reader.cancel()
-        await ws.close()
+        await ws.close(code=close_code)
     return ws
 
 
-async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue) -> None:
-    """{"type": "text", "text": "..."} messages into the queue; {"type": "end"} or a close ends it."""
+async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue, received: int, limit: int) -> None:
+    """{"type": "text", "text": "..."} messages into the queue until {"type": "end"} (then None).
+    Raises the 400 of any other message, or of text beyond `limit` characters with the
+    `received` ones; ConnectionResetError if the client closes before the end."""
     async for message in ws:
-        if message.type != WSMsgType.TEXT:
-            continue
-        try:
-            data = json.loads(message.data)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and data.get("type") == "text" and isinstance(data.get("text"), str):
-            texts.put(data["text"])
-        elif isinstance(data, dict) and data.get("type") == "end":
+        data = _message_json(message, "a message")
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "end":
             texts.put(None)
             return
-        else:
-            await ws.send_json({"type": "error", **bad_request(
-                'a text message must be {"type": "text", "text": "..."} or {"type": "end"}', None,
-                "invalid_message").body()})
-    texts.put(_Stop)
+        if kind != "text":
+            got = f"type {kind!r}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+            raise bad_request('after the start a message must be {"type": "text", "text": "..."} or {"type": "end"}, '
+                              f"got {got}", "type", "invalid_message")
+        if not isinstance(data.get("text"), str):
+            raise bad_request(f"'text' must be a string, got {type(data.get('text')).__name__}", "text",
+                              "invalid_message")
+        received += len(data["text"])
+        if received > limit:
+            raise bad_request(f"the text streamed in has {received} characters; the limit is {limit}", "text",
+                              "string_above_max_length")
+        if data["text"]:
+            texts.put(data["text"])
+    raise ConnectionResetError("the client closed the stream before its end")
+
+
+def _reader_ended(job: Job, reader: asyncio.Task) -> None:
+    """The reader's failure (a bad message, the client gone) as the stream's next event."""
+    if not reader.cancelled() and reader.exception() is not None:
+        error = reader.exception()
+        job.emit(ERROR, error if isinstance(error, (ApiError, ConnectionResetError)) else _internal_error(error))
 
 
 async def models(request: web.Request) -> web.Response:
@@ -373,10 +415,15 @@ async def openai_errors(request: web.Request, handler) -> web.StreamResponse:
         response = _error_response(api)
         server.metrics.error(api.code)
     except Exception as error:  # noqa: BLE001 - a bug answers this request, in OpenAI's shape
-        response = _error_response(ApiError(500, f"{type(error).__name__}: {error}", code="internal_error"))
+        response = _error_response(_internal_error(error))
         server.metrics.error("internal_error")
     server.metrics.request(endpoint, response.status)
     return response
+
+
+def _internal_error(error: Exception) -> ApiError:
+    """A bug, as the 500 that answers its request."""
+    return ApiError(500, f"{type(error).__name__}: {error}", code="internal_error")
 
 
 def _check_origin(request: web.Request, allowed: tuple[str, ...]) -> None:
@@ -386,7 +433,10 @@ def _check_origin(request: web.Request, allowed: tuple[str, ...]) -> None:
     origin = request.headers.get("Origin")
     if origin is None or "*" in allowed or origin in allowed:
         return
-    host = yarl.URL(origin).host
+    try:
+        host = yarl.URL(origin).host
+    except ValueError as error:
+        raise bad_request(f"the Origin header {origin!r} is not a URL ({error})", "Origin", "invalid_origin") from None
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ApiError(403, f"requests from web pages at {origin} are not allowed; start the server with "
                             f"--allow-origin {origin}", code="origin_not_allowed")
@@ -399,6 +449,13 @@ def _check_key(request: web.Request, key: str | None) -> None:
     token = given[7:] if given.startswith("Bearer ") else request.query.get("api_key", "")
     if not hmac.compare_digest(token.encode(), key.encode()):
         raise ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+
+
+def handler_options(app: web.Application) -> dict:
+    """aiohttp's connection options for serving `app` (keywords of web.run_app and AppRunner): a
+    client that has not sent a whole request header read_timeout s after it connected, or after
+    its last request, is disconnected."""
+    return {"keepalive_timeout": app[SERVER].options.read_timeout}
 
 
 def make_app(load: Callable[[], Any], options: ServerOptions | None = None) -> web.Application:
@@ -434,7 +491,7 @@ class ServerThread:
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._runner = web.AppRunner(self.app)
+        self._runner = web.AppRunner(self.app, **handler_options(self.app))
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, self.host, self.port)
         self._loop.run_until_complete(site.start())

@@ -11,14 +11,38 @@ clients add their own (Kokoro's "stream", "lang_code" ...).
 
 from __future__ import annotations
 
+import functools
+import json
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kazetts.request import INT_OPTIONS, MAX_SEED, MAX_SPEED, MIN_SPEED, OPTIONS, check_option
+from kazetts.request import INT_OPTIONS, MAX_SEED, OPTIONS, check_option, check_speed
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
-MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request may hold here
+MAX_INPUT_CHARS = 4096  # OpenAI's limit, and what one request (or text stream) may hold here
+# what an integer literal beyond Python's conversion limit reads as: more digits than that limit,
+# outside every field's range, so the field's own check refuses it and names it
+_TOO_MANY_DIGITS = 10 ** sys.get_int_max_str_digits()
+
+
+def _integer(digits: str) -> int:
+    if len(digits.lstrip("-")) <= sys.get_int_max_str_digits():
+        return int(digits)
+    return -_TOO_MANY_DIGITS if digits.startswith("-") else _TOO_MANY_DIGITS
+
+
+def read_json(data: bytes | str, what: str) -> Any:
+    """A request body or WebSocket message decoded; a 400 naming `what` if it is not JSON (or
+    nests deeper than the decoder goes). An integer of more digits than Python converts is read
+    as one of more digits still, for its field to refuse."""
+    try:
+        return json.loads(data, parse_int=_integer)
+    except RecursionError:
+        raise bad_request(f"{what} is nested too deeply", None, "invalid_json") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise bad_request(f"{what} is not valid JSON: {error}", None, "invalid_json") from None
 
 
 @dataclass
@@ -54,6 +78,14 @@ def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, alias
     return default
 
 
+def _checked(name: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """check(value) (kazetts.request's checks, shared with the engines), its ValueError a 400 naming the field."""
+    try:
+        return check(value)
+    except ValueError as error:
+        raise bad_request(str(error), name, "invalid_value") from None
+
+
 def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_voice: Callable[[str | None], dict],
                  languages: list[str], takes_instruct: bool, max_input_chars: int = MAX_INPUT_CHARS,
                  text_required: bool = True) -> SpeechRequest:
@@ -67,9 +99,9 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
             raise bad_request("'input' is required: the text to say", "input", "missing_required_parameter")
         if not text.strip():
             raise bad_request("'input' is empty: there is nothing to say", "input", "empty_input")
-        if len(text) > max_input_chars:
-            raise bad_request(f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input",
-                              "string_above_max_length")
+    if text is not None and len(text) > max_input_chars:
+        raise bad_request(f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input",
+                          "string_above_max_length")
     voice = _typed(body, "voice", (str, dict), aliases=("speaker",))
     if isinstance(voice, dict):
         voice = voice.get("id")
@@ -80,9 +112,7 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
         reason = "is not a format" if fmt not in ALL_FORMATS else "cannot be written by this machine's libsndfile"
         raise bad_request(f"response_format {fmt!r} {reason}; choose one of {formats}", "response_format",
                           "unsupported_format")
-    speed = float(_typed(body, "speed", (int, float), 1.0))
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise bad_request(f"'speed' must be within {MIN_SPEED}..{MAX_SPEED}, got {speed:g}", "speed", "invalid_value")
+    speed = _checked("speed", check_speed, _typed(body, "speed", (int, float), 1.0))
     stream_format = _typed(body, "stream_format", str, "audio")
     if stream_format not in ("audio", "sse"):
         raise bad_request(f"stream_format {stream_format!r} is not one of ['audio', 'sse']", "stream_format",
@@ -97,10 +127,7 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
     for name in OPTIONS:
         value = _typed(body, name, int if name in INT_OPTIONS else (int, float))
         if value is not None:
-            try:
-                sampling[name] = check_option(name, value)
-            except ValueError as e:
-                raise bad_request(str(e), name, "invalid_value") from None
+            sampling[name] = _checked(name, functools.partial(check_option, name), value)
     instructions = _typed(body, "instructions", str, aliases=("instruct",))
     if instructions is not None and len(instructions) > max_input_chars:
         raise bad_request(f"'instructions' has {len(instructions)} characters; the limit is {max_input_chars}",
