@@ -71,7 +71,7 @@ def test_validate_passes_on_exact_model_and_fails_on_a_bad_golden(model_dir, tmp
 
 
 @pytest.mark.parametrize("args, message", [
-    (["say", "x", "--model", "/nonexistent"], b"exactly one *-talker-*.gguf"),
+    (["say", "x", "--model", "/nonexistent"], b"model directory /nonexistent not found: give a directory with one"),
     (["say", "x", "--speaker", "bob"], b"unknown speaker 'bob'"),
     (["say", "   "], b"empty text"),
 ])

@@ -102,5 +102,5 @@ def test_speed_on_the_command_line(tiny_gguf, tmp_path):
     result = subprocess.run([*say, "--speed", "9", "-o", str(tmp_path / "9.wav")], capture_output=True, cwd=REPO,
                             timeout=300)
     assert result.returncode == 2 and result.stderr.decode().strip().endswith(
-        "argument --speed: speed must be within 0.25..4.0, got 9")
+        "argument --speed: speed must be within 0.25..4.0, got 9.0")
     assert not (tmp_path / "9.wav").exists()

@@ -94,9 +94,11 @@ def _model_paths(talker, mmproj) -> tuple[str, str]:
     """TTS(model_dir) or TTS(talker, mmproj): the two files as strings."""
     if mmproj is not None:
         return str(talker), str(mmproj)
+    want = "a directory with one *-talker-*.gguf and one *-mmproj-*.gguf, or the talker and the mmproj files"
+    if not pathlib.Path(talker).exists():
+        raise FileNotFoundError(f"model directory {talker} not found: give {want}")
     if not pathlib.Path(talker).is_dir():
-        raise ValueError(f"{talker} is not a model directory: give a directory with one *-talker-*.gguf and one "
-                         "*-mmproj-*.gguf, or the talker and the mmproj files")
+        raise ValueError(f"{talker} is not a model directory: give {want}")
     return tuple(str(f) for f in find_model_files(pathlib.Path(talker)))
 
 
