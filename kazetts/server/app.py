@@ -17,7 +17,6 @@ import asyncio
 import base64
 import hmac
 import json
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from kazetts.server.audio_formats import CONTENT_TYPES, SAMPLE_RATE, Encoder, av
 from kazetts.server.errors import ApiError, bad_request
 from kazetts.server.metrics import Metrics
 from kazetts.server.speech_request import MAX_INPUT_CHARS, SpeechRequest, parse_speech
+from kazetts.server.text_feed import TextFeed
 from kazetts.server.voices import SavedVoices, VoiceCatalog
 from kazetts.server.worker import AUDIO, DONE, ERROR, Job, QueueFull, Worker
 
@@ -229,30 +229,12 @@ def _sse(event: dict) -> bytes:
     return f"data: {json.dumps(event)}\n\n".encode()
 
 
-class _Stop(Exception):
-    """The WebSocket client went away: the generation stops at its next text read."""
-
-
-def _text_chunks(texts: queue.Queue, timeout: float) -> Iterator[str]:
-    """Text messages for stream_text, as they arrive from the WebSocket (None ends the text)."""
-    while True:
-        try:
-            item = texts.get(timeout=timeout)
-        except queue.Empty:
-            raise bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout") from None
-        if item is None:
-            return
-        if item is _Stop:
-            raise _Stop
-        yield item
-
-
 async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     """Text in, audio out over one WebSocket (see docs/server.md for the protocol)."""
     server: Server = request.app[SERVER]
     ws = web.WebSocketResponse()
     await ws.prepare(request)
-    texts: queue.Queue = queue.Queue()
+    texts = TextFeed()
     job = reader = None
     try:
         start = await ws.receive(timeout=server.options.text_timeout)
@@ -265,7 +247,7 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
         spoken = server.parse(body, text_required=False)
         if spoken.input:
             texts.put(spoken.input)
-        job = server.submit(text_stream_producer(spoken, _text_chunks(texts, server.options.text_timeout),
+        job = server.submit(text_stream_producer(spoken, texts.chunks(server.options.text_timeout),
                                                  server.options))
         reader = asyncio.ensure_future(_read_text(ws, texts))
         while True:
@@ -285,7 +267,7 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     except (ConnectionResetError, asyncio.CancelledError):
         server.metrics.cancelled += 1
     finally:
-        texts.put(_Stop)
+        texts.abandon()
         if job is not None:
             server.worker.cancel(job)
         if reader is not None:
@@ -294,8 +276,8 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
-async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue) -> None:
-    """{"type": "text", "text": "..."} messages into the queue; {"type": "end"} or a close ends it."""
+async def _read_text(ws: web.WebSocketResponse, texts: TextFeed) -> None:
+    """{"type": "text", "text": "..."} messages into the feed; {"type": "end"} or a close ends it."""
     async for message in ws:
         if message.type != WSMsgType.TEXT:
             continue
@@ -306,13 +288,13 @@ async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue) -> None:
         if isinstance(data, dict) and data.get("type") == "text" and isinstance(data.get("text"), str):
             texts.put(data["text"])
         elif isinstance(data, dict) and data.get("type") == "end":
-            texts.put(None)
+            texts.end()
             return
         else:
             await ws.send_json({"type": "error", **bad_request(
                 'a text message must be {"type": "text", "text": "..."} or {"type": "end"}', None,
                 "invalid_message").body()})
-    texts.put(_Stop)
+    texts.abandon()
 
 
 async def models(request: web.Request) -> web.Response:
