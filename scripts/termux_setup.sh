@@ -59,7 +59,7 @@ install_kazetts() {
     "$py" -m pip wheel -q --no-deps --no-build-isolation -w build/termux-wheel .
     # pip keeps an installed kazetts of the same version over a local wheel: a re-run replaces it
     "$py" -m pip uninstall -q -y kazetts
-    "$py" -m pip install -q "$(echo build/termux-wheel/kazetts-*.whl)[synthetic,server]"
+    "$py" -m pip install -q "$(echo build/termux-wheel/kazetts-*.whl)[synthetic,server,wyoming]"
 }
 
 # CPUs of the fastest clusters: every core whose top frequency is above the slowest cluster's

@@ -1,4 +1,4 @@
-"""Command line: ``kazetts convert|quantize|info|say|voices|validate|serve|enroll`` (``kazetts -h``)."""
+"""Command line: ``kazetts convert|quantize|info|say|voices|validate|serve|wyoming|enroll`` (``kazetts -h``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kazetts import __version__
 from kazetts.cli import enroll as cli_enroll
 from kazetts.cli import say as cli_say
 from kazetts.cli import serve as cli_serve
+from kazetts.cli import wyoming as cli_wyoming
 from kazetts.errors import KazettsError
 
 DEBUG_ENV = "KAZETTS_DEBUG"  # set to 1 for tracebacks instead of one-line errors
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=_info)
     cli_say.register(sub)
     cli_serve.register(sub)
+    cli_wyoming.register(sub)
     cli_enroll.register(sub)
     return p
 

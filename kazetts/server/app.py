@@ -19,7 +19,6 @@ import contextlib
 import functools
 import hmac
 import json
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from kazetts.server.audio_formats import CONTENT_TYPES, SAMPLE_RATE, Encoder, av
 from kazetts.server.errors import ApiError, bad_request
 from kazetts.server.metrics import Metrics
 from kazetts.server.speech_request import MAX_INPUT_CHARS, SpeechRequest, parse_speech, read_json
+from kazetts.server.text_feed import TextFeed, no_text
 from kazetts.server.voices import SavedVoices, VoiceCatalog
 from kazetts.server.worker import AUDIO, DONE, ERROR, Job, QueueFull, Worker
 
@@ -146,12 +146,18 @@ def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[
     return produce
 
 
-def text_stream_producer(request: SpeechRequest, texts: queue.Queue, options: ServerOptions) -> Callable[[Any], Iterator]:
-    """The text stream's work: the text arrives in `texts` (see _text_chunks)."""
+def text_stream_producer(request: SpeechRequest, texts: TextFeed, options: ServerOptions) -> Callable[[Any], Iterator]:
+    """The text stream's work: the text arrives in `texts`, each piece also kept in `said` (usage)."""
     def produce(tts) -> Iterator[tuple[str, Any]]:
         timings: dict = {}
         said: list[str] = []
-        audio = tts.stream_text(_text_chunks(texts, options.text_timeout, said), chunk_frames=options.chunk_frames,
+
+        def recorded(chunks: Iterator[str]) -> Iterator[str]:
+            for chunk in chunks:
+                said.append(chunk)
+                yield chunk
+
+        audio = tts.stream_text(recorded(texts.chunks(options.text_timeout)), chunk_frames=options.chunk_frames,
                                 max_frames=options.max_frames, timings=timings, **request.engine_options())
         yield from _audio_events(request, audio, tts, lambda: "".join(said), timings)
 
@@ -235,30 +241,6 @@ def _sse(event: dict) -> bytes:
     return f"data: {json.dumps(event)}\n\n".encode()
 
 
-class _Stop(Exception):
-    """The WebSocket stream ended early: the generation stops at its next text read."""
-
-
-def _no_text(timeout: float) -> ApiError:
-    return bad_request(f"no text for {timeout:g} s: the text stream was given up", None, "text_timeout")
-
-
-def _text_chunks(texts: queue.Queue, timeout: float, said: list[str]) -> Iterator[str]:
-    """Text messages for stream_text, as they arrive from the WebSocket (None ends the text),
-    each also appended to `said`."""
-    while True:
-        try:
-            item = texts.get(timeout=timeout)
-        except queue.Empty:
-            raise _no_text(timeout) from None
-        if item is None:
-            return
-        if item is _Stop:
-            raise _Stop
-        said.append(item)
-        yield item
-
-
 def _message_json(message: WSMessage, what: str) -> Any:
     """A WebSocket message's JSON; a 400 if it is not a JSON text message, ConnectionResetError
     if it is the close."""
@@ -278,14 +260,14 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     options = server.options
     ws = web.WebSocketResponse()
     await ws.prepare(request)
-    texts: queue.Queue = queue.Queue()
+    texts = TextFeed()
     job = reader = None
     close_code = WSCloseCode.OK
     try:
         try:
             start = await ws.receive(timeout=options.text_timeout)
         except asyncio.TimeoutError:
-            raise _no_text(options.text_timeout) from None
+            raise no_text(options.text_timeout) from None
         body = _message_json(start, "the first message")
         if not isinstance(body, dict) or body.get("type") != "start":
             raise bad_request('the first message must be {"type": "start", ...}', "type", "invalid_message")
@@ -315,7 +297,7 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     except (ConnectionResetError, asyncio.CancelledError):
         server.metrics.cancelled += 1
     finally:
-        texts.put(_Stop)  # frees the model if it waits for text
+        texts.abandon()  # frees the model if it waits for text
         if job is not None:
             server.worker.cancel(job)
         if reader is not None:
@@ -324,15 +306,15 @@ async def speech_stream(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
-async def _read_text(ws: web.WebSocketResponse, texts: queue.Queue, received: int, limit: int) -> None:
-    """{"type": "text", "text": "..."} messages into the queue until {"type": "end"} (then None).
+async def _read_text(ws: web.WebSocketResponse, texts: TextFeed, received: int, limit: int) -> None:
+    """{"type": "text", "text": "..."} messages into the feed until {"type": "end"}.
     Raises the 400 of any other message, or of text beyond `limit` characters with the
     `received` ones; ConnectionResetError if the client closes before the end."""
     async for message in ws:
         data = _message_json(message, "a message")
         kind = data.get("type") if isinstance(data, dict) else None
         if kind == "end":
-            texts.put(None)
+            texts.end()
             return
         if kind != "text":
             got = f"type {kind!r}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
