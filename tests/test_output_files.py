@@ -36,8 +36,12 @@ def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_gguf):
-    return tiny_gguf("tiny", "custom_voice", "f32")[0].parent
+def model_dir(tiny_gguf, tmp_path_factory):
+    """A copy of the tiny CustomVoice model's directory (tests try to overwrite its files)."""
+    out = tmp_path_factory.mktemp("cv-model")
+    for f in tiny_gguf("tiny", "custom_voice", "f32"):
+        shutil.copy(f, out / f.name)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +53,10 @@ def base_dir(tiny_gguf, tmp_path_factory):
     return out
 
 
-def device(path: pathlib.Path, minor: int) -> pathlib.Path:
+def device(path: pathlib.Path, minor: int, kind: int = stat.S_IFCHR, major: int = 1) -> pathlib.Path:
     """A character device like /dev/null (minor 3) or /dev/full (minor 7), in the test's folder."""
     try:
-        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+        os.mknod(path, 0o666 | kind, os.makedev(major, minor))
     except PermissionError:
         pytest.skip("mknod needs root: the device-node cases run as root (CI does)")
     return path
@@ -82,6 +86,38 @@ def test_say_to_a_fifo_streams_the_wav_into_it(model_dir, tmp_path):
     reader.join(60)
     assert result.returncode == 0, result.stderr.decode()
     assert received and received[0][:4] == b"RIFF" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_say_writes_through_its_own_stdout_by_name(model_dir, tmp_path):
+    """-o /dev/fd/1 (or /dev/stdout) is this process's output stream, not a file to replace."""
+    out = tmp_path / "redirected.wav"
+    with open(out, "wb") as stdout:
+        result = subprocess.run([sys.executable, "-m", "kazetts", "say", *SAY, "-o", "/dev/fd/1", "--model",
+                                 str(model_dir)], stdout=stdout, stderr=subprocess.PIPE, cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    assert out.read_bytes()[:4] == b"RIFF" and sorted(p.name for p in tmp_path.iterdir()) == ["redirected.wav"]
+
+
+def test_say_keeps_a_symbolic_link_and_replaces_what_it_points_to(model_dir, tmp_path):
+    real, link = tmp_path / "real.wav", tmp_path / "link.wav"
+    real.write_bytes(b"old audio")
+    link.symlink_to(real)
+    result = kazetts("say", *SAY, "-o", link, "--model", model_dir)
+    assert result.returncode == 0, result.stderr.decode()
+    assert link.is_symlink() and real.read_bytes()[:4] == b"RIFF"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.wav", "real.wav"]
+
+
+def test_say_refuses_a_block_device(model_dir, tmp_path):
+    block = device(tmp_path / "disk", 0, stat.S_IFBLK, major=240)  # a local-use major: no driver behind it
+    one_line_error(kazetts("say", *SAY, "-o", block, "--model", model_dir), "is a block device")
+
+
+def test_long_output_names_are_written(model_dir, tmp_path):
+    out = tmp_path / ("n" * 250 + ".wav")  # 254 bytes: a valid name, too long for a prefixed temporary one
+    result = kazetts("say", *SAY, "-o", out, "--model", model_dir)
+    assert result.returncode == 0, result.stderr.decode()
+    assert out.read_bytes()[:4] == b"RIFF"
 
 
 def test_say_never_writes_over_its_own_input(model_dir, tmp_path):

@@ -8,14 +8,16 @@ import pathlib
 from kazetts.cli.say import model_inputs, add_model_arguments, add_ref_silence_argument, engine
 from kazetts.engine.output_file import OutputFile
 
+FORCE_HINT = "give --force to replace it"
+
 
 def _enroll(args: argparse.Namespace) -> int:
-    inputs = [args.ref_audio, *model_inputs(args.model)]
-    OutputFile(args.output, replace=args.force, inputs=inputs, what="voice file").discard()  # refused before any work
+    output = dict(replace=args.force, inputs=[args.ref_audio, *model_inputs(args.model)], replace_hint=FORCE_HINT)
+    OutputFile.check(args.output, what="voice file", **output)  # refused before any work
     tts = engine(args, "f16")
     timings: dict = {}
     voice = tts.enroll(args.ref_audio, ref_text=args.ref_text, timings=timings, ref_silence=args.ref_silence)
-    path = voice.save(args.output, replace=args.force, inputs=inputs)
+    path = voice.save(args.output, **output)
     icl = "with reference codes (ICL)" if voice.has_icl else "x-vector only"
     silence = f" + {voice.ref_silence:g} s of silence" if voice.ref_silence else ""
     print(f"{path}: {voice.ref_seconds:.2f} s reference{silence}, {icl}, for a {voice.model.model_type} model of "

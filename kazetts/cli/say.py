@@ -6,11 +6,11 @@ import argparse
 import os
 import pathlib
 import sys
-import tempfile
 import time
 
 import numpy as np
 
+from kazetts.engine.output_file import stream_fd
 from kazetts.request import (INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_SPEED, MAX_THREADS, MIN_SPEED, OPTIONS, Sampling,
                              check_option, check_speed, shown)
 
@@ -129,6 +129,7 @@ def _say(args: argparse.Namespace) -> int:
     text = _read_text(args)
     embedding = _load_embedding(args.speaker_embedding) if args.speaker_embedding else None
     to_stdout = str(args.output) == "-"
+    report_to = sys.stderr if to_stdout or stream_fd(args.output) == 1 else sys.stdout
     inputs = [args.text_file, args.speaker_embedding, args.voice, args.ref_audio, *model_inputs(args.model)]
     sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output), inputs)
     try:
@@ -159,11 +160,11 @@ def _say(args: argparse.Namespace) -> int:
     report = (f"{frames} frames, {audio_s:.2f} s of audio in {timings.get('wall', 0):.2f} s "
               f"(real-time factor {timings.get('wall', 0) / max(audio_s, 1e-9):.2f}); first audio after "
               f"{timings.get('first_chunk', 0):.3f} s")
-    print(report, file=sys.stderr if to_stdout else sys.stdout)
+    print(report, file=report_to)
     if args.verbose:
         stages = ", ".join(f"{name} {1000 * timings.get(name, 0) / max(frames, 1):.1f} ms/frame"
                            for name in ("talker", "code_predictor", "codec"))
-        print(f"  per stage: {stages}", file=sys.stderr if to_stdout else sys.stdout)
+        print(f"  per stage: {stages}", file=report_to)
     return 0
 
 

@@ -83,13 +83,13 @@ class Voice:
         """Whether the voice can clone in ICL mode (reference text and codes)."""
         return bool(self.ref_text) and self.ref_codes is not None
 
-    def save(self, path: str | os.PathLike, *, replace: bool = True, inputs=()) -> pathlib.Path:
+    def save(self, path: str | os.PathLike, *, replace: bool = True, inputs=(), **hint) -> pathlib.Path:
         """Writes the voice file through an OutputFile (a unique staging file renamed over the
         target: a failed write leaves any old file as it was and nothing behind). `replace=False`
         refuses an existing file; `inputs` are files it must never be (the recording, the model)."""
         import gguf
 
-        output = OutputFile(path, replace=replace, inputs=inputs, what="voice file")
+        output = OutputFile(path, replace=replace, inputs=inputs, what="voice file", **hint)
         try:
             self._write(gguf.GGUFWriter(output.staging, ARCH))
             return output.commit()
