@@ -27,7 +27,6 @@ from typing import Any, Callable, Iterator
 import yarl
 from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
 
-from kazetts.engine.time_stretch import TimeStretch
 from kazetts.server.audio_formats import CONTENT_TYPES, SAMPLE_RATE, Encoder, available_formats
 from kazetts.server.errors import ApiError, bad_request
 from kazetts.server.metrics import Metrics
@@ -117,23 +116,19 @@ class Server:
 # -- producing audio (runs in the worker thread) ----------------------------------------------------
 def _audio_events(request: SpeechRequest, chunks: Iterator, tts, text: Callable[[], str],
                   timings: dict) -> Iterator[tuple[str, Any]]:
-    """AudioChunks -> (AUDIO, encoded bytes) as they come, stretched to the requested speed,
-    then (DONE, stats); the input tokens are those of `text()`, the text said."""
-    sample_rate = tts.sample_rate
-    encoder, stretch, samples = Encoder(request.response_format, sample_rate), TimeStretch(request.speed, sample_rate), 0
+    """AudioChunks (already at the request's speed: the engine stretches them) -> (AUDIO, encoded
+    bytes) as they come, then (DONE, stats); the input tokens are those of `text()`, the text said."""
+    encoder, samples = Encoder(request.response_format, tts.sample_rate), 0
     for chunk in chunks:
-        audio = stretch.push(chunk.audio)
-        samples += len(audio)
-        data = encoder.push(audio)
+        samples += len(chunk.audio)
+        data = encoder.push(chunk.audio)
         if data:
             yield AUDIO, data
-    tail = stretch.flush()
-    samples += len(tail)
-    data = encoder.push(tail) + encoder.finish()
+    data = encoder.finish()
     if data:
         yield AUDIO, data
     yield DONE, {"input_tokens": len(tts.talker.tokenize(text())), "output_tokens": timings.get("frames", 0),
-                 "audio_seconds": samples / sample_rate, "wall_seconds": timings.get("wall", 0.0)}
+                 "audio_seconds": samples / tts.sample_rate, "wall_seconds": timings.get("wall", 0.0)}
 
 
 def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[[Any], Iterator]:

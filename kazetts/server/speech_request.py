@@ -60,7 +60,8 @@ class SpeechRequest:
     sampling: dict  # the sampling options given (engine keyword arguments); the others are the reference's
 
     def engine_options(self) -> dict:
-        return dict(language=self.language, instruct=self.instructions, seed=self.seed, **self.voice, **self.sampling)
+        return dict(language=self.language, instruct=self.instructions, seed=self.seed, speed=self.speed, **self.voice,
+                    **self.sampling)
 
 
 def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, aliases: tuple[str, ...] = ()) -> Any:
