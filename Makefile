@@ -103,7 +103,7 @@ ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or text_split or talker_sampler or end_of_speech or min_frames or rng or model_info or \
-	base_xvector or seed and 3
+	base_xvector or seed and 3 or nan_logits or same_voices or longer_than
 $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DKAZETTS_GOLDEN_CHECK=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
@@ -113,6 +113,7 @@ $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 asan: setup $(ASAN_LIB)
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300 and not front_end and not llama_cpp_made"
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
+	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_bad_input.py -k "native_engine_errors or two_checkpoints"
 	$(ASAN_RUN) build/asan/tests/golden_check --stage "conv gemm"
 
 clean-venvs:

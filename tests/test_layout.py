@@ -23,6 +23,10 @@ PYTHON_FLOORS = {"errors": 0, "request": 0, "native": 0, "synthetic": 0, "gguf":
                  "tools": 4, "server": 5, "validation": 5, "cli": 6, "__main__": 6}
 
 
+# what `from kazetts import X` may take from the package's __init__ (the facade, not a module)
+FACADE_NAMES = {"__version__", "BusyError", "KazettsError", "ModelFileError"}
+
+
 def include_floor(name: str) -> int | None:
     """The floor of a quoted include ("stages/prompt.h", "kazetts/tts.h"); None for a header
     that is not ours (ggml.h, llama.h)."""
@@ -38,11 +42,12 @@ def native_violations(floor: int, source: str) -> list[str]:
 
 
 def python_floor(module: str) -> int | None:
-    """kazetts.engine.tts -> the floor of engine; None for modules outside kazetts."""
+    """kazetts.engine.tts -> the floor of engine; None for modules outside kazetts and for the
+    package's facade (kazetts itself: __version__, the error types)."""
     parts = module.split(".")
     if parts[0] != "kazetts" or len(parts) < 2:
         return None
-    return PYTHON_FLOORS[parts[1]]
+    return PYTHON_FLOORS.get(parts[1], 0 if parts[1] in FACADE_NAMES else None)
 
 
 def imported_modules(source: str, package: str) -> list[str]:
@@ -55,6 +60,8 @@ def imported_modules(source: str, package: str) -> list[str]:
             if node.level:  # relative: resolved against the module's package
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 names.append(".".join(base + ([node.module] if node.module else [])))
+            elif node.module == "kazetts":  # from kazetts import engine: the modules named
+                names += [f"kazetts.{alias.name}" for alias in node.names]
             elif node.module:
                 names.append(node.module)
     return [n for n in names if n.split(".")[0] == "kazetts"]
@@ -124,3 +131,4 @@ def test_the_checkers_catch_a_step_up():
     upward = "import numpy\n\ndef f():\n    from kazetts.engine.tts import TTS\n    from ..gguf import header\n"
     assert python_violations("kazetts.stages.prompt", upward) == ["kazetts.engine.tts"]
     assert python_violations("kazetts.cli.say", upward) == []
+    assert python_violations("kazetts.stages.codec", "from kazetts import engine, native\n") == ["kazetts.engine"]

@@ -131,6 +131,11 @@ def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
      "unknown speaker 'vivian'; choose one of none: this model has no named speakers"),
     ("voice_design", {}, "this voice_design model needs an instruct describing the voice"),
     ("base", {}, "this base model needs a speaker_embedding (an x-vector of the voice to clone)"),
+    # two faults in one request: both engines name the same one first
+    ("custom_voice", {"speaker": "nobody", "language": "klingon"}, "unknown language 'klingon'"),
+    ("custom_voice", {"speaker": "nobody", "speaker_embedding": np.ones(3, np.float32)},
+     "give either a speaker name or a speaker embedding, not both"),
+    ("base", {"speaker_embedding": np.ones(3, np.float32), "instruct": "calm"}, "speaker embedding has 3 values"),
 ])
 def test_both_engines_refuse_the_same_voices(engines, model_type, request_, message):
     """The voice each model type is made for, one rule with the same words in both engines (the

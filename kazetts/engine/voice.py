@@ -150,7 +150,7 @@ class Voice:
         if kv.get("general.architecture") != ARCH:
             raise ValueError(f"{path} is not a kazetts voice file (a {kv.get('general.architecture')!r} GGUF)")
         version = kv.get(_K + "format_version")
-        if version not in READABLE_VERSIONS:
+        if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
             raise ValueError(f"{path} is a voice file of format {version!r}; this kazetts reads formats "
                              f"{', '.join(map(str, READABLE_VERSIONS))}")
         try:
@@ -168,6 +168,9 @@ class Voice:
         if seal is None and version == 1:
             warnings.warn(f"{path} was written before voice files were sealed (format 1): a damaged byte "
                           "cannot be detected; save it again (or enroll again) to seal it", stacklevel=2)
+        elif seal is None:
+            raise ValueError(f"{path} has no seal (kazetts.voice.payload_sha256), which format {version} files carry: "
+                             "it is damaged; enroll the reference again")
         elif seal != voice.payload_sha256():  # (a seal in a file that says format 1 is checked too)
             raise ValueError(f"{path} is damaged: its content does not match its digest (a changed byte?); "
                              "enroll the reference again")

@@ -75,7 +75,10 @@ typedef enum kz_tts_stop {
     KZ_TTS_STOP_CANCELLED = 2  /* kz_tts_cancel, or the callback returned 0 */
 } kz_tts_stop;
 
-/* One request. Strings are UTF-8; NULL or "" means "not given". The sampling defaults are the
+/* One request. Strings are UTF-8; NULL or "" means "not given". The text is at most 100000 code
+ * points. The voice each model type takes: a speaker (CustomVoice; required), an instruct and
+ * no speaker (VoiceDesign; required), an x-vector (Base; required); anything else is
+ * KZ_ERR_INVALID_ARGUMENT, with the same words as the Python engine. The sampling defaults are the
  * reference's generate defaults (kazetts.request, pinned by tests/test_native_engine.py);
  * their ranges are checked greedy or not: temperatures and the penalty finite and > 0, top-k
  * >= 0, top-p in (0, 1]; and chunk_frames >= 1, max_frames and min_frames >= 0. */

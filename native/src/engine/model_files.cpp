@@ -49,8 +49,11 @@ struct Identity {
     std::string describe() const {
         std::string s = model_type.empty() ? "a model" : "a " + model_type + " model";
         if (!name.empty()) s += " named '" + name + "'";
-        const std::string &id = checkpoint.empty() ? config : checkpoint;
-        if (!id.empty()) s += " (fingerprint " + id.substr(0, 12) + ")";
+        if (!checkpoint.empty()) {
+            s += " (checkpoint " + checkpoint.substr(0, 12) + ")";
+        } else if (!config.empty()) {
+            s += " (config.json " + config.substr(0, 12) + ")";  // a file converted before the fingerprint
+        }
         return s;
     }
 };

@@ -83,9 +83,16 @@ Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const s
                     const PromptRequest &r) {
     const int H = rows.hidden();
     if (text_ids.size() <= size_t(ROLE_TOKENS + TAIL_TOKENS)) throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
-    // the speaker row: a given x-vector, a named speaker, or none
+    // checked in kazetts/stages/prompt.py's order (the first fault of a request is the one named):
+    // the language, the speaker row (both given, the x-vector's size, the speaker's name), the
+    // instruct, then the voice the model type takes
+    const int32_t lang = voices.language_id(r.language, r.speaker);
     if (r.xvector && !r.speaker.empty()) {
         throw Error(KZ_ERR_INVALID_ARGUMENT, "give either a speaker name or a speaker embedding, not both");
+    }
+    if (r.xvector && r.xvector_len != H) {
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "speaker embedding has " + std::to_string(r.xvector_len) +
+                                                 " values; this model needs " + std::to_string(H));
     }
     int32_t speaker_id = -1;
     if (!r.xvector && !r.speaker.empty()) {
@@ -100,12 +107,7 @@ Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const s
     if (r.instruct_ids && !voices.supports_instruct) {
         throw Error(KZ_ERR_INVALID_ARGUMENT, "this " + voices.model_type + " model does not take an instruct");
     }
-    const int32_t lang = voices.language_id(r.language, r.speaker);
-    if (r.xvector && r.xvector_len != H) {
-        throw Error(KZ_ERR_INVALID_ARGUMENT, "speaker embedding has " + std::to_string(r.xvector_len) +
-                                                 " values; this model needs " + std::to_string(H));
-    }
-    check_voice(voices, r);  // after the checks of each part, as kazetts/stages/prompt.py
+    check_voice(voices, r);
 
     std::vector<int32_t> tags = lang < 0 ? std::vector<int32_t>{voices.codec_nothink, voices.codec_think_bos, voices.codec_think_eos}
                                          : std::vector<int32_t>{voices.codec_think, voices.codec_think_bos, lang, voices.codec_think_eos};
