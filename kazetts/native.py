@@ -20,17 +20,22 @@ from kazetts.errors import KazettsError
 ABI_VERSION = 8
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 LIB_NAME = "libkazetts.so"
-REINSTALL = ("reinstall kazetts so that pip rebuilds it against the llama-cpp-python installed now "
-             "(pip install --force-reinstall --no-deps --no-cache-dir <kazetts sdist, git URL or source "
-             "directory>; in a clone: make setup)")
+REINSTALL = (
+    "reinstall kazetts so that pip rebuilds it against the llama-cpp-python installed now "
+    "(pip install --force-reinstall --no-deps --no-cache-dir <kazetts sdist, git URL or source "
+    "directory>; in a clone: make setup)"
+)
 _LIBRARY: ctypes.CDLL | None = None
 # Every module binds the libkazetts functions it calls the same way: one table at module level,
 # {name: (restype, argtypes)} (argtypes None: ctypes' default, unchecked), declared on the library
 # by bind(table) where the module needs it (as llama-cpp-python binds each function alike).
 # This module's own: the library's identity, declared on a library before it is accepted ...
 _ABI = {"kz_abi_version": (ctypes.c_int, None)}
-_BUILD = {"kz_built_with": (ctypes.c_char_p, None), "ggml_version": (ctypes.c_char_p, None),
-          "ggml_commit": (ctypes.c_char_p, None)}
+_BUILD = {
+    "kz_built_with": (ctypes.c_char_p, None),
+    "ggml_version": (ctypes.c_char_p, None),
+    "ggml_commit": (ctypes.c_char_p, None),
+}
 # ... and the functions it calls on the accepted one
 _SIGNATURES = {
     "kz_status_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -69,12 +74,16 @@ def running_with(lib: ctypes.CDLL) -> str:
     import llama_cpp
 
     declare(lib, _BUILD)
-    return f"llama-cpp-python {llama_cpp.__version__}, ggml {lib.ggml_version().decode()} ({lib.ggml_commit().decode()})"
+    return (
+        f"llama-cpp-python {llama_cpp.__version__}, ggml {lib.ggml_version().decode()} ({lib.ggml_commit().decode()})"
+    )
 
 
 def _load(path: pathlib.Path) -> ctypes.CDLL:
     if not path.exists():
-        raise NativeLibraryError(f"{path} does not exist: kazetts was installed without its native library; {REINSTALL}")
+        raise NativeLibraryError(
+            f"{path} does not exist: kazetts was installed without its native library; {REINSTALL}"
+        )
     import llama_cpp  # noqa: F401  (loads ggml into the process before libkazetts)
 
     try:
@@ -86,8 +95,10 @@ def _load(path: pathlib.Path) -> ctypes.CDLL:
         raise NativeLibraryError(f"{path} has ABI {lib.kz_abi_version()}, kazetts needs {ABI_VERSION}; {REINSTALL}")
     built, running = built_with(lib), running_with(lib)
     if built != running:
-        raise NativeLibraryError(f"{path} was built against {built}, but this process runs {running}; {REINSTALL}, "
-                                 "or reinstall the llama-cpp-python it was built against")
+        raise NativeLibraryError(
+            f"{path} was built against {built}, but this process runs {running}; {REINSTALL}, "
+            "or reinstall the llama-cpp-python it was built against"
+        )
     return declare(lib, _SIGNATURES)
 
 

@@ -48,8 +48,11 @@ def _positive(value) -> float | None:
 
 def _top_k(value) -> int | None:
     """An integer >= 0; beyond MAX_TOP_K (the native int32) it is MAX_TOP_K, which keeps every token as well."""
-    return min(int(value), MAX_TOP_K) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
-        and value >= 0 else None
+    return (
+        min(int(value), MAX_TOP_K)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0
+        else None
+    )
 
 
 def _top_p(value) -> float | None:
@@ -60,7 +63,7 @@ def _top_p(value) -> float | None:
 def shown(value) -> str:
     """A value as an error message quotes it: its repr, but a long integer by its length (a
     number of 400 digits would fill the message)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and not -10**20 < value < 10**20:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and not -(10**20) < value < 10**20:
         try:
             return f"an integer of {len(str(abs(int(value))))} digits"
         except ValueError:  # beyond the digits Python converts (sys.set_int_max_str_digits)
@@ -71,10 +74,15 @@ def shown(value) -> str:
 
 # A request's sampling options: how each is checked (and rounded to float32, the native request's
 # type) and what it may be. The native engine checks the same ranges (kz_tts_request, tts.cpp).
-OPTIONS = {"temperature": (_positive, "a number > 0"), "top_k": (_top_k, "an integer >= 0 (0: off)"),
-           "top_p": (_top_p, "a number in (0, 1]"), "repetition_penalty": (_positive, "a number > 0"),
-           "subtalker_temperature": (_positive, "a number > 0"), "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
-           "subtalker_top_p": (_top_p, "a number in (0, 1]")}
+OPTIONS = {
+    "temperature": (_positive, "a number > 0"),
+    "top_k": (_top_k, "an integer >= 0 (0: off)"),
+    "top_p": (_top_p, "a number in (0, 1]"),
+    "repetition_penalty": (_positive, "a number > 0"),
+    "subtalker_temperature": (_positive, "a number > 0"),
+    "subtalker_top_k": (_top_k, "an integer >= 0 (0: off)"),
+    "subtalker_top_p": (_top_p, "a number in (0, 1]"),
+}
 # the options that take an integer (the others any number): how the CLI and the server read them
 INT_OPTIONS = frozenset(name for name, (parse, _) in OPTIONS.items() if parse is _top_k)
 
@@ -86,8 +94,9 @@ def check_option(name: str, value):
     checked = parse(value)
     if checked is None:
         held = _float32(value) if parse is not _top_k else None
-        note = f" ({held:g} in float32)" if held is not None and held != value and held in (0, math.inf, -math.inf) \
-            else ""
+        note = (
+            f" ({held:g} in float32)" if held is not None and held != value and held in (0, math.inf, -math.inf) else ""
+        )
         raise ValueError(f"{name} must be {valid}, got {shown(value)}{note}")
     return checked
 
@@ -96,8 +105,10 @@ def check_text_length(text: str) -> None:
     """ValueError for a text longer than one request takes (every piece's prompt is built before
     any compute: 10 MB of text kept a request busy for minutes before its first frame)."""
     if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"the text is {len(text)} characters; one request takes at most {MAX_TEXT_CHARS}: "
-                         "split it into several requests")
+        raise ValueError(
+            f"the text is {len(text)} characters; one request takes at most {MAX_TEXT_CHARS}: "
+            "split it into several requests"
+        )
 
 
 def check_speed(value) -> float:

@@ -65,9 +65,16 @@ def embedding_sums(manifest: dict, arrays: dict, talker: pathlib.Path) -> np.nda
     """talker_inputs[f] - text row of step f: what the code predictor's embedding sum must be."""
     case = manifest["case"]
     tf = TalkerFile(talker)
-    prompt = build_prompt(tf, tf.voices, arrays["text_ids"].tolist(), language=case["language"], speaker=case["speaker"],
-                          instruct_ids=arrays["instruct_ids"].tolist() if "instruct_ids" in arrays else None,
-                          speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"])
+    prompt = build_prompt(
+        tf,
+        tf.voices,
+        arrays["text_ids"].tolist(),
+        language=case["language"],
+        speaker=case["speaker"],
+        instruct_ids=arrays["instruct_ids"].tolist() if "instruct_ids" in arrays else None,
+        speaker_embedding=arrays.get("xvector"),
+        text_streaming=not case["non_streaming"],
+    )
     n = min(arrays["codes"].shape[0], arrays["talker_inputs"].shape[0])
     return np.stack([arrays["talker_inputs"][f] - prompt.text_row(f) for f in range(n)]).astype(np.float32)
 
@@ -79,13 +86,27 @@ def prepare_case(out: pathlib.Path, case_dir: pathlib.Path) -> pathlib.Path:
     expected = out / "cases" / case_dir.name
     expected.mkdir(parents=True, exist_ok=True)
     np.save(expected / "cp_embedding_sum.npy", embedding_sums(manifest, arrays, talker))
-    lines = {"name": case_dir.name, "golden": case_dir.resolve(), "talker": talker.resolve(), "mmproj": mmproj.resolve(),
-             "codec_eos": manifest["codec_eos_token_id"], "stops_at_eos": int(manifest["stopped_by"] == "eos"),
-             "expected": expected.resolve(), **{f"gate.{name}": repr(value) for name, value in goldens.GATES.items()}}
+    lines = {
+        "name": case_dir.name,
+        "golden": case_dir.resolve(),
+        "talker": talker.resolve(),
+        "mmproj": mmproj.resolve(),
+        "codec_eos": manifest["codec_eos_token_id"],
+        "stops_at_eos": int(manifest["stopped_by"] == "eos"),
+        "expected": expected.resolve(),
+        **{f"gate.{name}": repr(value) for name, value in goldens.GATES.items()},
+    }
     case = manifest["case"]  # the request itself, for the native engine's check
-    lines.update({"text": case["text"], "language": case["language"], "speaker": case["speaker"] or "",
-                  "instruct": case["instruct"] or "", "text_streaming": int(not case["non_streaming"]),
-                  "max_frames": case["max_new_tokens"] - 1})
+    lines.update(
+        {
+            "text": case["text"],
+            "language": case["language"],
+            "speaker": case["speaker"] or "",
+            "instruct": case["instruct"] or "",
+            "text_streaming": int(not case["non_streaming"]),
+            "max_frames": case["max_new_tokens"] - 1,
+        }
+    )
     if case_dir.name == LONG_CASE:
         for out_type in ("f16", "q8_0"):
             lines[f"mmproj_{out_type}"] = converted(out, ck_path, out_type)[1].resolve()

@@ -70,16 +70,20 @@ def variant(spec: str) -> str:
     talker, _, mmproj = spec.lower().partition("/")
     mmproj = mmproj or talker
     if talker not in TALKER_TYPES or mmproj not in MMPROJ_TYPES:
-        raise argparse.ArgumentTypeError(f"{spec!r}: give TALKER/MMPROJ types, talker one of {', '.join(TALKER_TYPES)}, "
-                                         f"mmproj (code predictor) one of {', '.join(MMPROJ_TYPES)}")
+        raise argparse.ArgumentTypeError(
+            f"{spec!r}: give TALKER/MMPROJ types, talker one of {', '.join(TALKER_TYPES)}, "
+            f"mmproj (code predictor) one of {', '.join(MMPROJ_TYPES)}"
+        )
     return talker if talker == mmproj else f"{talker}/{mmproj}"
 
 
 def model_files(preset: str, weights: str, model: str, seed: int) -> tuple[pathlib.Path, pathlib.Path]:
     """(talker, mmproj) for a row's weights: one type, or TALKER/MMPROJ."""
     talker, _, mmproj = weights.partition("/")
-    return (weights_file(preset, "talker", talker, model, seed),
-            weights_file(preset, "mmproj", mmproj or talker, model, seed))
+    return (
+        weights_file(preset, "talker", talker, model, seed),
+        weights_file(preset, "mmproj", mmproj or talker, model, seed),
+    )
 
 
 def speaker_wav(path: pathlib.Path) -> pathlib.Path:
@@ -91,8 +95,9 @@ def speaker_wav(path: pathlib.Path) -> pathlib.Path:
     voice = sum(np.sin(k * phase) / k for k in range(1, 16))
     syllables = 0.5 * (1 - np.cos(2 * np.pi * 4 * t))
     noise = 0.02 * np.random.default_rng(0).standard_normal(len(t))
-    soundfile.write(path, (0.3 * voice / np.abs(voice).max() * syllables + noise).astype(np.float32),
-                    SPEAKER_RATE, subtype="PCM_16")
+    soundfile.write(
+        path, (0.3 * voice / np.abs(voice).max() * syllables + noise).astype(np.float32), SPEAKER_RATE, subtype="PCM_16"
+    )
     return path
 
 
@@ -100,16 +105,35 @@ def xvector(ck: pathlib.Path, wav: pathlib.Path) -> pathlib.Path:
     """The reference speaker encoder's x-vector of the clip, computed once per checkpoint and clip."""
     out = CACHE / f"{ck.name}-xvector-{hashlib.sha256(wav.read_bytes()).hexdigest()[:12]}.npy"
     if not out.exists():
-        r = run_measured([str(REF_PYTHON), "scripts/bench_reference.py", str(ck), "--speaker-wav", str(wav),
-                          "--save-xvector", str(out)])
+        r = run_measured(
+            [
+                str(REF_PYTHON),
+                "scripts/bench_reference.py",
+                str(ck),
+                "--speaker-wav",
+                str(wav),
+                "--save-xvector",
+                str(out),
+            ]
+        )
         if r.returncode != 0:
             sys.exit(f"speaker encoding failed:\n{r.stderr[-3000:]}")
     return out
 
 
-def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: dict, out: pathlib.Path,
-               prompt: str = bench_report.NON_STREAMING, model: str = BASE, forced: str | None = None,
-               rep: int = 0) -> dict:
+def run_engine(
+    engine: str,
+    weights: str,
+    threads: int,
+    a,
+    files: dict,
+    voice: dict,
+    out: pathlib.Path,
+    prompt: str = bench_report.NON_STREAMING,
+    model: str = BASE,
+    forced: str | None = None,
+    rep: int = 0,
+) -> dict:
     """One engine, model, weight type, thread count (and for kazetts text prompt) in its own
     process -> a row of the table. `forced`: the F32 row's codes file, for the Python engine's
     teacher-forced agreement; `rep`: the round (--reps), which names its codes file."""
@@ -120,15 +144,35 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
         run = f"-r{rep}" if a.reps > 1 else ""  # each round's own codes, the row's being its median run's
         codes = out / f"codes-{engine}-{model}-{weights.replace('/', '+')}-t{threads}-{prompt}{run}.npy"
         codes.unlink(missing_ok=True)
-        cmd = [str(RUNTIME_PYTHON), WORKERS[engine], *map(str, files[model, weights]), *work,
-               "--codec", a.codec, "--chunk-frames", str(a.chunk_frames), "--codes-out", str(codes)]
+        cmd = [
+            str(RUNTIME_PYTHON),
+            WORKERS[engine],
+            *map(str, files[model, weights]),
+            *work,
+            "--codec",
+            a.codec,
+            "--chunk-frames",
+            str(a.chunk_frames),
+            "--codes-out",
+            str(codes),
+        ]
         cmd += ["--text-streaming"] if prompt == bench_report.STREAMING else []
     elif engine == "reference":
         cmd = [str(REF_PYTHON), "scripts/bench_reference.py", str(files["checkpoint"]), *work]
     else:
         wav_out = out / f"llama-tts-{weights}-t{threads}.wav"
-        cmd = bench_llama_tts.command(a.llama_tts, *map(str, files[model, weights]), TEXT, LANGUAGE, a.frames,
-                                      threads, str(voice["wav"]), files["eos_token"], str(wav_out), files["repack"])
+        cmd = bench_llama_tts.command(
+            a.llama_tts,
+            *map(str, files[model, weights]),
+            TEXT,
+            LANGUAGE,
+            a.frames,
+            threads,
+            str(voice["wav"]),
+            files["eos_token"],
+            str(wav_out),
+            files["repack"],
+        )
     r = run_measured(cmd, env={"OMP_THREAD_LIMIT": str(threads)})
     try:
         if r.returncode != 0:
@@ -140,8 +184,10 @@ def run_engine(engine: str, weights: str, threads: int, a, files: dict, voice: d
             row["codes_file"] = str(codes)
     except (ValueError, IndexError) as err:  # also: no JSON line, or not JSON
         row["error"] = str(err)
-        print(f"{bench_report.label(row)} failed ({err}); its output ends with:\n{(r.stdout + r.stderr)[-3000:]}",
-              file=sys.stderr)
+        print(
+            f"{bench_report.label(row)} failed ({err}); its output ends with:\n{(r.stdout + r.stderr)[-3000:]}",
+            file=sys.stderr,
+        )
     row["peak_rss_mb"] = r.peak_rss_mb
     if forced and engine == "kazetts" and weights != "f32" and not row.get("error"):
         row.update(forced_run(cmd, forced, threads))
@@ -158,7 +204,10 @@ def forced_run(cmd: list[str], forced: str, threads: int) -> dict:
             raise ValueError(f"exit status {f.returncode}")
         return f.result()
     except (ValueError, IndexError) as err:
-        print(f"teacher-forced run failed ({err}); its output ends with:\n{(f.stdout + f.stderr)[-3000:]}", file=sys.stderr)
+        print(
+            f"teacher-forced run failed ({err}); its output ends with:\n{(f.stdout + f.stderr)[-3000:]}",
+            file=sys.stderr,
+        )
         return {"forced_error": str(err)}
 
 
@@ -186,8 +235,17 @@ def median_run(reps: list[dict]) -> dict:
 
 def f32_codes(rows: list[dict], model: str, threads: int, prompt: str) -> str | None:
     """The codes file of this run's kazetts F32 row of that model, thread count and prompt, if any."""
-    return next((r["codes_file"] for r in rows if r["engine"] == "kazetts" and r["weights"] == "f32"
-                 and (r["model"], r["threads"], r["prompt"]) == (model, threads, prompt) and r.get("codes_file")), None)
+    return next(
+        (
+            r["codes_file"]
+            for r in rows
+            if r["engine"] == "kazetts"
+            and r["weights"] == "f32"
+            and (r["model"], r["threads"], r["prompt"]) == (model, threads, prompt)
+            and r.get("codes_file")
+        ),
+        None,
+    )
 
 
 def codes_agreement(rows: list[dict]) -> None:
@@ -220,7 +278,7 @@ def plan(a) -> list[tuple[int, str, str, str, str]]:
                 weights = ["f32"] if engine == "reference" else kazetts_weights if engine in WORKERS else a.weights
                 for w in weights:
                     both = engine == "kazetts" and w in a.weights
-                    for prompt in (a.kazetts_prompts if both else [bench_report.NON_STREAMING]):
+                    for prompt in a.kazetts_prompts if both else [bench_report.NON_STREAMING]:
                         runs.append((threads, model, engine, w, prompt))
     return runs
 
@@ -231,15 +289,27 @@ def _git(*args: str) -> str:
 
 def machine() -> dict:
     dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_model(),
-            "cores": os.cpu_count(), "commit": _git("rev-parse", "--short", "HEAD") + dirty}
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "commit": _git("rev-parse", "--short", "HEAD") + dirty,
+    }
 
 
 def run_settings(a, load_before: float, load_after: float) -> dict:
     """What bench_report.settings needs to describe the run (kept in the run's meta)."""
-    return {"preset": a.preset, "models": a.models, "seed": a.seed, "frames": a.frames, "words": len(TEXT.split()),
-            "codec": a.codec, "chunk_frames": a.chunk_frames, "reps": a.reps,
-            "load_average": [load_before, load_after]}
+    return {
+        "preset": a.preset,
+        "models": a.models,
+        "seed": a.seed,
+        "frames": a.frames,
+        "words": len(TEXT.split()),
+        "codec": a.codec,
+        "chunk_frames": a.chunk_frames,
+        "reps": a.reps,
+        "load_average": [load_before, load_after],
+    }
 
 
 def run_name(meta: dict) -> str:
@@ -263,26 +333,59 @@ def main() -> int:
     ap.add_argument("--llama-tts", help="llama-tts binary (make llama-tts)")
     ap.add_argument("--preset", default="0.6b")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--frames", type=int, default=64,
-                    help=f"frames per request (below {bench_llama_tts.WAV_WINDOW} llama-tts's codec time is separate)")
+    ap.add_argument(
+        "--frames",
+        type=int,
+        default=64,
+        help=f"frames per request (below {bench_llama_tts.WAV_WINDOW} llama-tts's codec time is separate)",
+    )
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--weights", nargs="+", default=["f16", "q8_0"], choices=["f32", "f16", "q8_0"],
-                    help="GGUF types for kazetts and llama-tts")
-    ap.add_argument("--variants", nargs="*", type=variant, default=VARIANTS, metavar="TALKER/MMPROJ",
-                    help="kazetts only: talker/code predictor types, held against F32's codes "
-                         f"(default {' '.join(VARIANTS)}; none: --variants with no value)")
-    ap.add_argument("--models", nargs="+", default=[BASE], choices=[BASE, CUSTOM_VOICE],
-                    help="synthetic checkpoints (custom_voice: the kazetts engines only)")
+    ap.add_argument(
+        "--weights",
+        nargs="+",
+        default=["f16", "q8_0"],
+        choices=["f32", "f16", "q8_0"],
+        help="GGUF types for kazetts and llama-tts",
+    )
+    ap.add_argument(
+        "--variants",
+        nargs="*",
+        type=variant,
+        default=VARIANTS,
+        metavar="TALKER/MMPROJ",
+        help="kazetts only: talker/code predictor types, held against F32's codes "
+        f"(default {' '.join(VARIANTS)}; none: --variants with no value)",
+    )
+    ap.add_argument(
+        "--models",
+        nargs="+",
+        default=[BASE],
+        choices=[BASE, CUSTOM_VOICE],
+        help="synthetic checkpoints (custom_voice: the kazetts engines only)",
+    )
     ap.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
     ap.add_argument("--codec", default="f16", help="kazetts codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="kazetts: frames per audio chunk after the first")
-    ap.add_argument("--kazetts-prompts", nargs="+", default=bench_report.PROMPTS, choices=bench_report.PROMPTS,
-                    help="kazetts: text prompts to run (llama-tts and the reference run the non-streaming one)")
+    ap.add_argument(
+        "--kazetts-prompts",
+        nargs="+",
+        default=bench_report.PROMPTS,
+        choices=bench_report.PROMPTS,
+        help="kazetts: text prompts to run (llama-tts and the reference run the non-streaming one)",
+    )
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "build" / "bench", help="results.json, WAVs")
-    ap.add_argument("--reps", type=int, default=1,
-                    help="runs of each row (odd), interleaved; a row is its run of median request time")
-    ap.add_argument("--record", type=pathlib.Path, metavar="DIR",
-                    help="also write the run as DIR/<UTC date>-<commit>.json (make bench: docs/bench/runs)")
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=1,
+        help="runs of each row (odd), interleaved; a row is its run of median request time",
+    )
+    ap.add_argument(
+        "--record",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="also write the run as DIR/<UTC date>-<commit>.json (make bench: docs/bench/runs)",
+    )
     ap.add_argument("--chart", type=pathlib.Path, help="PNG bar chart (drawn in the reference environment)")
     a = ap.parse_args()
     if a.reps < 1 or a.reps % 2 == 0:
@@ -296,8 +399,10 @@ def main() -> int:
     from kazetts.stages.talker_file import TalkerFile
 
     runs = plan(a)
-    files = {(model, w): model_files(a.preset, w, model, a.seed)
-             for model, w in dict.fromkeys((m, w) for _, m, e, w, _ in runs if e != "reference")}
+    files = {
+        (model, w): model_files(a.preset, w, model, a.seed)
+        for model, w in dict.fromkeys((m, w) for _, m, e, w, _ in runs if e != "reference")
+    }
     files["checkpoint"] = checkpoint(a.preset, BASE, a.seed)
     first = TalkerFile(model_files(a.preset, a.weights[0], BASE, a.seed)[0])
     files["eos_token"] = first.text_vocab_size + first.voices.codec_eos
@@ -305,8 +410,9 @@ def main() -> int:
     wav = speaker_wav(a.out / "speaker.wav")
     voice = {"wav": wav, "xvector": xvector(files["checkpoint"], wav)}
     if CUSTOM_VOICE in a.models:
-        voice["speaker"] = next(iter(TalkerFile(model_files(a.preset, a.weights[0], CUSTOM_VOICE, a.seed)[0])
-                                     .voices.speakers))
+        voice["speaker"] = next(
+            iter(TalkerFile(model_files(a.preset, a.weights[0], CUSTOM_VOICE, a.seed)[0]).voices.speakers)
+        )
 
     meta = machine()  # the commit measured (a long run outlasts commits made meanwhile)
     reps: list[list[dict]] = [[] for _ in runs]
@@ -315,8 +421,10 @@ def main() -> int:
         # the teacher-forced shares (untimed) once, on the F32 codes of the first round
         forced = f32_codes([r[-1] for r in reps if r], model, threads, prompt) if rep == 0 else None
         done.append(run_engine(engine, weights, threads, a, files, voice, a.out, prompt, model, forced, rep))
-        print(bench_report.table(done[-1:]).splitlines()[-1] + (f" (run {rep + 1} of {a.reps})" if a.reps > 1 else ""),
-              flush=True)
+        print(
+            bench_report.table(done[-1:]).splitlines()[-1] + (f" (run {rep + 1} of {a.reps})" if a.reps > 1 else ""),
+            flush=True,
+        )
     rows = [median_run(r) for r in reps]
     codes_agreement(rows)
     meta.update(run_settings(a, load_before, os.getloadavg()[0]))
@@ -327,8 +435,9 @@ def main() -> int:
     if a.record:
         print(f"run recorded as {record(results, a.record)}")
     if a.chart:
-        r = run_measured([str(REF_PYTHON), "scripts/bench_report.py", "--chart", str(a.out / "results.json"),
-                          str(a.chart)])
+        r = run_measured(
+            [str(REF_PYTHON), "scripts/bench_report.py", "--chart", str(a.out / "results.json"), str(a.chart)]
+        )
         if r.returncode != 0:
             print(f"chart failed:\n{r.stderr[-2000:]}", file=sys.stderr)
             return 1

@@ -25,7 +25,7 @@ typedef struct {
     uint64_t sum;
     pthread_barrier_t *start, *end;
     int passes;
-    double t0[16], t1[16];  /* each pass's start and end on this thread */
+    double t0[16], t1[16]; /* each pass's start and end on this thread */
 } Job;
 
 static double now(void) {
@@ -69,7 +69,7 @@ static void run(size_t bytes, int threads) {
     pthread_barrier_t start, end;
     pthread_barrier_init(&start, NULL, threads + 1);
     pthread_barrier_init(&end, NULL, threads + 1);
-    const int passes = PASSES + 1;  /* the first one warms up */
+    const int passes = PASSES + 1; /* the first one warms up */
     Job jobs[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     size_t per = bytes / 8 / threads;

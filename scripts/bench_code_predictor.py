@@ -30,6 +30,7 @@ from bench_common import REF_PYTHON, REPO, checkpoint, stage_mmproj  # noqa: E40
 
 def inputs(n_embd_in: int, cb0_vocab: int, frames: int):
     import numpy as np
+
     rng = np.random.default_rng(0)
     hidden = rng.standard_normal((frames, n_embd_in)).astype(np.float32)
     cb0 = rng.integers(0, 2048, frames).astype(np.int32)
@@ -40,6 +41,7 @@ def bench_native(mmproj, weights, threads, frames, kernels="auto"):
     """(median ms per frame, greedy codes [frames, 15], kernel name)."""
     import numpy as np
     from kazetts.stages.code_predictor import CodePredictor
+
     cp = CodePredictor(mmproj, threads=threads, weights=weights, kernels=kernels)
     kernel = cp.kernel_name
     hidden, cb0 = inputs(cp.n_embd_in, cp.cb0_vocab, frames)
@@ -59,6 +61,7 @@ def q8_0_bytes_per_frame(mmproj) -> int:
     decoder layers' matrices and proj_in at each of the 15 steps, and each step's own head."""
     import numpy as np
     from kazetts.gguf.header import GGUFHeader
+
     h = GGUFHeader(mmproj)
     prefix = "a.gen.code."
     heads = h.tensors[prefix + "head.weight"][0]
@@ -67,8 +70,11 @@ def q8_0_bytes_per_frame(mmproj) -> int:
     def q8_0(shape):
         return int(np.prod(shape, dtype=np.int64)) // 32 * 34
 
-    per_step = sum(q8_0(shape) for name, (shape, _) in h.tensors.items()
-                   if len(shape) == 2 and (name.startswith(prefix + "blk.") or name == prefix + "proj_in.weight"))
+    per_step = sum(
+        q8_0(shape)
+        for name, (shape, _) in h.tensors.items()
+        if len(shape) == 2 and (name.startswith(prefix + "blk.") or name == prefix + "proj_in.weight")
+    )
     return n_steps * per_step + q8_0(heads)
 
 
@@ -76,6 +82,7 @@ def cpu_runs(mmproj, kernels: str) -> bool:
     """Whether this CPU runs the code predictor's `kernels` (loading fails if it does not)."""
     from kazetts.stages.code_predictor import CodePredictor
     from kazetts.native import NativeError
+
     try:
         CodePredictor(mmproj, threads=1, weights="q8_0", kernels=kernels).close()
         return True
@@ -87,6 +94,7 @@ def ref_worker(ck: str, threads: int, frames: int):
     import numpy as np
     import torch
     from kazetts.validation.reference import load_strict
+
     torch.set_num_threads(threads)
     model, _ = load_strict(ck)
     talker = model.talker
@@ -98,8 +106,13 @@ def ref_worker(ck: str, threads: int, frames: int):
             h = torch.from_numpy(hidden[f % frames]).view(1, 1, -1)
             e = talker.get_input_embeddings()(torch.tensor([[int(cb0[f % frames])]]))
             t0 = time.perf_counter()
-            talker.code_predictor.generate(inputs_embeds=torch.cat((h, e), dim=1), max_new_tokens=cfg.num_code_groups - 1,
-                                           do_sample=False, output_hidden_states=True, return_dict_in_generate=True)
+            talker.code_predictor.generate(
+                inputs_embeds=torch.cat((h, e), dim=1),
+                max_new_tokens=cfg.num_code_groups - 1,
+                do_sample=False,
+                output_hidden_states=True,
+                return_dict_in_generate=True,
+            )
             if f >= 2:
                 times.append(time.perf_counter() - t0)
     print(json.dumps({"ms": 1000 * float(np.median(times))}))
@@ -108,8 +121,12 @@ def ref_worker(ck: str, threads: int, frames: int):
 def bench_ref(ck, threads, frames):
     if not REF_PYTHON.exists():
         return None
-    r = subprocess.run([str(REF_PYTHON), __file__, "--ref-worker", str(ck), "--threads", str(threads), "--frames", str(frames)],
-                       capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [str(REF_PYTHON), __file__, "--ref-worker", str(ck), "--threads", str(threads), "--frames", str(frames)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if r.returncode != 0:
         print(r.stderr[-2000:], file=sys.stderr)
         return None
@@ -133,6 +150,7 @@ def main():
     rows = []
     f32_codes = None
     from kazetts.stages.code_predictor import KERNELS
+
     kernels_here = [k for k in KERNELS if k != "auto" and cpu_runs(mm, k)]
     q8_bytes = q8_0_bytes_per_frame(mm)
     print(f"Q8_0 weights read per frame: {q8_bytes / 1e6:.1f} MB (compare with scripts/bench_bandwidth.c)")
@@ -152,8 +170,11 @@ def main():
                 ratio = f"{ref / ms:6.1f}x" if ref else "   n/a"
                 same = f"   codes = f32: {100 * (codes == f32_codes).mean():6.2f}%" if f32_codes is not None else ""
                 rate = f"   {q8_bytes / ms / 1e6:5.1f} GB/s of weights" if label.startswith("q8_0") else ""
-                print(f"threads {t}  {label:10s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   "
-                      f"speedup {ratio}{same}{rate}   [{kernel}]", flush=True)
+                print(
+                    f"threads {t}  {label:10s} {ms:8.2f} ms/frame   reference f32 {ref if ref else float('nan'):8.2f} ms/frame   "
+                    f"speedup {ratio}{same}{rate}   [{kernel}]",
+                    flush=True,
+                )
     return rows
 
 

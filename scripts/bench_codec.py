@@ -29,6 +29,7 @@ from bench_common import REF_PYTHON, REPO, checkpoint, stage_mmproj  # noqa: E40
 
 def make_codes(frames: int, sizes=2048):
     import numpy as np
+
     rng = np.random.default_rng(0)
     return rng.integers(0, sizes, size=(frames, 16)).astype(np.int32)
 
@@ -36,6 +37,7 @@ def make_codes(frames: int, sizes=2048):
 def bench_native(mmproj, weights, threads, codes, reps):
     import numpy as np
     from kazetts.stages.codec import CodecDecoder
+
     dec = CodecDecoder(mmproj, threads=threads, weights=weights)
     T = len(codes)
     dec.decode(codes[:8])  # warm up
@@ -54,7 +56,7 @@ def bench_native(mmproj, weights, threads, codes, reps):
         for _ in range(reps):
             dec.reset()
             t0, c0 = time.perf_counter(), time.process_time()
-            parts = [dec.stream(codes[i:i + step]) for i in range(0, T, step)]
+            parts = [dec.stream(codes[i : i + step]) for i in range(0, T, step)]
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             if best is None or dt < best:
                 best, best_cpu = dt, cpu
@@ -68,6 +70,7 @@ def ref_worker(args):
     import numpy as np
     import torch
     from kazetts.validation.reference import load_strict
+
     torch.set_num_threads(args.threads)
     _, codec = load_strict(args.checkpoint)
     dec = codec.decoder
@@ -105,11 +108,14 @@ def main():
     import tempfile
 
     import numpy as np
+
     ck = checkpoint(args.preset)
     mm = stage_mmproj(ck, args.preset, "codec")
     codes = make_codes(args.frames)
-    print(f"codec decoder, preset {args.preset}, {args.frames} random frames, best of {args.reps}; "
-          f"ms per frame (80 ms of audio); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"codec decoder, preset {args.preset}, {args.frames} random frames, best of {args.reps}; "
+        f"ms per frame (80 ms of audio); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         codes_path = pathlib.Path(tmp) / "codes.npy"
         np.save(codes_path, codes)
@@ -118,9 +124,26 @@ def main():
             ref_wav = None
             if not args.no_ref and REF_PYTHON.exists():
                 out = pathlib.Path(tmp) / f"ref{threads}.npy"
-                p = subprocess.run([str(REF_PYTHON), __file__, "--ref-worker", "--threads", str(threads), "--checkpoint",
-                                    str(ck), "--codes", str(codes_path), "--out", str(out), "--reps", str(args.reps)],
-                                   capture_output=True, text=True, cwd=REPO)
+                p = subprocess.run(
+                    [
+                        str(REF_PYTHON),
+                        __file__,
+                        "--ref-worker",
+                        "--threads",
+                        str(threads),
+                        "--checkpoint",
+                        str(ck),
+                        "--codes",
+                        str(codes_path),
+                        "--out",
+                        str(out),
+                        "--reps",
+                        str(args.reps),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    cwd=REPO,
+                )
                 if p.returncode == 0:
                     ref = json.loads(p.stdout.strip().splitlines()[-1])
                     ref_wav = np.load(out)
@@ -130,11 +153,13 @@ def main():
                 print(f"threads {threads}: reference full {ref['full']:.1f}  [cpu time {ref['full_cpu']:.1f}]")
             for weights in ("f32", "f16"):
                 r, wav = bench_native(mm, weights, threads, codes, args.reps)
-                line = (f"threads {threads} {weights}: full {r['full']:.1f}  stream1 {r['stream1']:.1f}  "
-                        f"stream4 {r['stream4']:.1f}  [cpu time: full {r['full_cpu']:.1f} stream1 {r['stream1_cpu']:.1f} "
-                        f"stream4 {r['stream4_cpu']:.1f}]  (stream==full max diff {max(r['stream1_diff'], r['stream4_diff']):.1e})")
+                line = (
+                    f"threads {threads} {weights}: full {r['full']:.1f}  stream1 {r['stream1']:.1f}  "
+                    f"stream4 {r['stream4']:.1f}  [cpu time: full {r['full_cpu']:.1f} stream1 {r['stream1_cpu']:.1f} "
+                    f"stream4 {r['stream4_cpu']:.1f}]  (stream==full max diff {max(r['stream1_diff'], r['stream4_diff']):.1e})"
+                )
                 if ref:
-                    line += (f"  speedup vs ref: full x{ref['full'] / r['full']:.2f}, stream4 x{ref['full'] / r['stream4']:.2f}")
+                    line += f"  speedup vs ref: full x{ref['full'] / r['full']:.2f}, stream4 x{ref['full'] / r['stream4']:.2f}"
                 if ref_wav is not None:
                     d = np.abs(wav - ref_wav).max()
                     corr = np.corrcoef(wav, ref_wav)[0, 1]

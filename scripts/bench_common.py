@@ -15,8 +15,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts")) / "models"
 # What every engine says in the benchmark: a French paragraph of 20 words.
-TEXT = ("Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent au quai, "
-        "et l'odeur du pain chaud envahit les ruelles.")
+TEXT = (
+    "Le vieux port de Marseille s'éveille doucement. Les pêcheurs rentrent au quai, "
+    "et l'odeur du pain chaud envahit les ruelles."
+)
 REF_PYTHON = pathlib.Path(os.environ.get("KAZETTS_REF_PYTHON", REPO / ".venv-ref" / "bin" / "python"))
 
 
@@ -119,11 +121,19 @@ sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
 def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
     """Runs `cmd` alone in its own process (through `_LAUNCHER`) and returns its own peak RSS,
     so engines measured one after the other never share a peak."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
-            tempfile.NamedTemporaryFile("r", suffix=".maxrss") as peak:
+    with (
+        tempfile.TemporaryFile("w+") as out,
+        tempfile.TemporaryFile("w+") as err,
+        tempfile.NamedTemporaryFile("r", suffix=".maxrss") as peak,
+    ):
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, peak.name, *cmd], stdout=out,
-                              stderr=err, cwd=REPO, env={**os.environ, **(env or {})})
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _LAUNCHER, peak.name, *cmd],
+            stdout=out,
+            stderr=err,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+        )
         wall = time.perf_counter() - start
         out.seek(0)
         err.seek(0)

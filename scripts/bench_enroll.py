@@ -76,14 +76,30 @@ def measure(mmproj: str, seconds: float, thread_counts: list[int], reps: int) ->
             for stage, t in zip(STAGES, (t_mel, t_speaker, t_codec)):
                 times[f"{threads} {stage}"].append(list(t))
         loads.append(os.getloadavg()[0])
-    return {"times": times, "loads": loads, "load_speaker": load_speaker, "load_codec": load_codec,
-            "mel_frames": int(log_mel.shape[0]), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "times": times,
+        "loads": loads,
+        "load_speaker": load_speaker,
+        "load_codec": load_codec,
+        "mel_frames": int(log_mel.shape[0]),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def measure_in_process(lib: str, args) -> dict:
     """measure() in a fresh process with KAZETTS_NATIVE_LIB=lib (one repetition)."""
-    cmd = [sys.executable, __file__, args.mmproj, "--seconds", str(args.seconds), "--reps", "1", "--json",
-           "--threads", *map(str, args.threads)]
+    cmd = [
+        sys.executable,
+        __file__,
+        args.mmproj,
+        "--seconds",
+        str(args.seconds),
+        "--reps",
+        "1",
+        "--json",
+        "--threads",
+        *map(str, args.threads),
+    ]
     out = subprocess.run(cmd, env={**os.environ, "KAZETTS_NATIVE_LIB": lib}, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.splitlines()[-1])
 
@@ -108,8 +124,10 @@ def compare(args) -> None:
             runs[lib].append(measure_in_process(lib, args))
     loads = [x for lib in args.libs for r in runs[lib] for x in r["loads"]]
     first = runs[args.libs[0]]
-    print(f"enrolment of {args.seconds:g} s ({first[0]['mel_frames']} mel frames), {args.reps} interleaved reps of "
-          f"{len(args.libs)} libraries, load average {min(loads):.1f}-{max(loads):.1f}")
+    print(
+        f"enrolment of {args.seconds:g} s ({first[0]['mel_frames']} mel frames), {args.reps} interleaved reps of "
+        f"{len(args.libs)} libraries, load average {min(loads):.1f}-{max(loads):.1f}"
+    )
     for lib in args.libs:
         times = {key: [r["times"][key][0] for r in runs[lib]] for key in first[0]["times"]}
         rss = max(r["rss_mb"] for r in runs[lib])
@@ -120,9 +138,11 @@ def compare(args) -> None:
         for threads in args.threads:
             cells = []
             for stage in (*STAGES, None):
+
                 def total(run):
                     keys = [f"{threads} {s}" for s in STAGES] if stage is None else [f"{threads} {stage}"]
                     return sum(run["times"][k][0][0] for k in keys)
+
                 ratios = [total(new) / total(old) for new, old in zip(runs[lib], first)]
                 cells.append(f"{stage or 'all'} {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
             print(f"  {threads} thread(s), time over the first library's: " + ", ".join(cells))
@@ -145,9 +165,11 @@ def main(argv=None) -> int:
         print(json.dumps(result))
         return 0
     loads = result["loads"]
-    print(f"enrolment of {args.seconds:g} s ({result['mel_frames']} mel frames), {args.reps} interleaved reps, "
-          f"load average {min(loads):.1f}-{max(loads):.1f}; loads: speaker encoder {result['load_speaker']:.2f} s, "
-          f"codec encoder {result['load_codec']:.2f} s; peak RSS {result['rss_mb']:.0f} MB")
+    print(
+        f"enrolment of {args.seconds:g} s ({result['mel_frames']} mel frames), {args.reps} interleaved reps, "
+        f"load average {min(loads):.1f}-{max(loads):.1f}; loads: speaker encoder {result['load_speaker']:.2f} s, "
+        f"codec encoder {result['load_codec']:.2f} s; peak RSS {result['rss_mb']:.0f} MB"
+    )
     print("\n".join(stage_rows(result["times"], args.threads)))
     return 0
 

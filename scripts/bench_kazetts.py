@@ -74,13 +74,21 @@ def forced_agreement(tts: TTS, text: str, options: dict, codes: np.ndarray) -> d
     from kazetts.request import Sampling
     from kazetts.stages.sampling import TalkerSampler, talker_config
 
-    pieces = tts._prompts(text, options.get("speaker"), options["language"], None, options.get("speaker_embedding"),
-                          options["text_streaming"], len(codes))
+    pieces = tts._prompts(
+        text,
+        options.get("speaker"),
+        options["language"],
+        None,
+        options.get("speaker_embedding"),
+        options["text_streaming"],
+        len(codes),
+    )
     if len(pieces) != 1:
         raise ValueError(f"the teacher-forced run takes a one-piece text, not {len(pieces)} pieces")
     prompt = pieces[0][0]
-    sampler = TalkerSampler.for_talker(tts.talker.file.codec_vocab_size, tts.voices.codec_eos,
-                                       talker_config(Sampling(greedy=True)))
+    sampler = TalkerSampler.for_talker(
+        tts.talker.file.codec_vocab_size, tts.voices.codec_eos, talker_config(Sampling(greedy=True))
+    )
     forced = ForcedFrames(tts.code_predictor, codes, sampler)
     run_talker(tts.talker, prompt, sampler, forced, len(codes))
     return {"forced_cb0_equal": forced.cb0_equal / len(codes), "forced_cp_equal": forced.cp_equal / (15 * len(codes))}
@@ -100,19 +108,30 @@ def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
     ap.add_argument("--language", default="french")
     ap.add_argument("--frames", type=int, required=True)
     ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--codec-threads", type=int, default=0,
-                    help="the codec's own threads, overlapped with the talker (0, the default here: serial)")
+    ap.add_argument(
+        "--codec-threads",
+        type=int,
+        default=0,
+        help="the codec's own threads, overlapped with the talker (0, the default here: serial)",
+    )
     ap.add_argument("--codec", default="f16", help="codec decoder weights")
     ap.add_argument("--chunk-frames", type=int, default=4, help="frames per audio chunk after the first")
-    ap.add_argument("--text-streaming", action="store_true",
-                    help="the streaming-text prompt (the reference's default) instead of the non-streaming one")
+    ap.add_argument(
+        "--text-streaming",
+        action="store_true",
+        help="the streaming-text prompt (the reference's default) instead of the non-streaming one",
+    )
     ap.add_argument("--codes-out", type=pathlib.Path, help=".npy file for the request's codes [frames, 16]")
-    ap.add_argument("--forced-codes", type=pathlib.Path,
-                    help="kazetts engine: .npy codes [frames, 16] of another run to teacher-force the request on")
+    ap.add_argument(
+        "--forced-codes",
+        type=pathlib.Path,
+        help="kazetts engine: .npy codes [frames, 16] of another run to teacher-force the request on",
+    )
     a = ap.parse_args()
     voice = dict(speaker=a.speaker) if a.speaker else dict(speaker_embedding=np.load(a.xvector))
-    return a, dict(language=a.language, text_streaming=a.text_streaming, greedy=True, chunk_frames=a.chunk_frames,
-                   **voice)
+    return a, dict(
+        language=a.language, text_streaming=a.text_streaming, greedy=True, chunk_frames=a.chunk_frames, **voice
+    )
 
 
 def save_codes(path: pathlib.Path | None, codes) -> None:
@@ -129,7 +148,7 @@ def main() -> None:
     tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec, codec_threads=a.codec_threads)
     forbid_eos(tts)
     if a.forced_codes:
-        print(json.dumps(forced_agreement(tts, a.text, options, np.load(a.forced_codes)[:a.frames])))
+        print(json.dumps(forced_agreement(tts, a.text, options, np.load(a.forced_codes)[: a.frames])))
         return
     for _ in tts.stream(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options):
         pass
@@ -142,12 +161,22 @@ def main() -> None:
         samples += len(chunk.audio)
     request = time.perf_counter() - start
     save_codes(a.codes_out, codes)
-    print(json.dumps({
-        "load_s": load, "load_peak_rss_mb": load_rss, "frames": timings["frames"], "audio_s": samples / tts.sample_rate,
-        "prefill_s": timings["prefill"], "talker_s": timings["talker"] - timings["prefill"],
-        "code_predictor_s": timings["code_predictor"], "codec_s": timings["codec"],
-        "first_audio_s": first_audio, "request_s": request,
-    }))
+    print(
+        json.dumps(
+            {
+                "load_s": load,
+                "load_peak_rss_mb": load_rss,
+                "frames": timings["frames"],
+                "audio_s": samples / tts.sample_rate,
+                "prefill_s": timings["prefill"],
+                "talker_s": timings["talker"] - timings["prefill"],
+                "code_predictor_s": timings["code_predictor"],
+                "codec_s": timings["codec"],
+                "first_audio_s": first_audio,
+                "request_s": request,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

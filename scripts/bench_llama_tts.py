@@ -30,12 +30,49 @@ _FRAMES = re.compile(r"generated (\d+) frames")
 _AUDIO = re.compile(r"output audio = ([\d.]+)s")
 
 
-def command(binary: str, talker: str, mmproj: str, text: str, language: str, frames: int, threads: int,
-            speaker_wav: str, eos_token: int, out_wav: str, repack: bool) -> list[str]:
-    return [binary, "-m", talker, "-mm", mmproj, "-p", text, "-o", out_wav, "--tts-lang", language,
-            "--tts-speaker-file", speaker_wav, "-n", str(frames), "--logit-bias", f"{eos_token}-inf",
-            "--top-k", "1", "--temp", "0", "--repack" if repack else "--no-repack", "-c", str(N_CTX),
-            "-t", str(threads), "-tb", str(threads)]
+def command(
+    binary: str,
+    talker: str,
+    mmproj: str,
+    text: str,
+    language: str,
+    frames: int,
+    threads: int,
+    speaker_wav: str,
+    eos_token: int,
+    out_wav: str,
+    repack: bool,
+) -> list[str]:
+    return [
+        binary,
+        "-m",
+        talker,
+        "-mm",
+        mmproj,
+        "-p",
+        text,
+        "-o",
+        out_wav,
+        "--tts-lang",
+        language,
+        "--tts-speaker-file",
+        speaker_wav,
+        "-n",
+        str(frames),
+        "--logit-bias",
+        f"{eos_token}-inf",
+        "--top-k",
+        "1",
+        "--temp",
+        "0",
+        "--repack" if repack else "--no-repack",
+        "-c",
+        str(N_CTX),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+    ]
 
 
 def parse(log: str, process_s: float) -> dict:
@@ -48,7 +85,12 @@ def parse(log: str, process_s: float) -> dict:
     prefill, generation, vocoder, total = map(float, timings.groups())
     split = int(frames.group(1)) < WAV_WINDOW
     return {
-        "load_s": process_s - total, "frames": int(frames.group(1)), "audio_s": float(audio.group(1)),
-        "prefill_s": prefill, "talker_code_predictor_s": generation if split else None,
-        "codec_s": vocoder if split else None, "first_audio_s": total, "request_s": total,
+        "load_s": process_s - total,
+        "frames": int(frames.group(1)),
+        "audio_s": float(audio.group(1)),
+        "prefill_s": prefill,
+        "talker_code_predictor_s": generation if split else None,
+        "codec_s": vocoder if split else None,
+        "first_audio_s": total,
+        "request_s": total,
     }

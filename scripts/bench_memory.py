@@ -57,13 +57,18 @@ class Budget:
 
     def table(self) -> str:
         names = list(self.files)
-        lines = ["| step | RSS MB | + RSS MB | anon MB | file MB | peak (VmHWM) MB | peak above RSS MB | "
-                 + " | ".join(f"{n} resident / mapped MB" for n in names) + " |",
-                 "|---|---|---|---|---|---|---|" + "---|" * len(names)]
+        lines = [
+            "| step | RSS MB | + RSS MB | anon MB | file MB | peak (VmHWM) MB | peak above RSS MB | "
+            + " | ".join(f"{n} resident / mapped MB" for n in names)
+            + " |",
+            "|---|---|---|---|---|---|---|" + "---|" * len(names),
+        ]
         for r in self.rows:
             files = " | ".join(f"{r['files'][n]['resident_mb']:.0f} / {r['files'][n]['mapped_mb']:.0f}" for n in names)
-            lines.append(f"| {r['step']} | {r['VmRSS']:.0f} | {r['rss_delta']:+.0f} | {r['RssAnon']:.0f} | "
-                         f"{r['RssFile']:.0f} | {r['VmHWM']:.0f} | {r['staged']:.0f} | {files} |")
+            lines.append(
+                f"| {r['step']} | {r['VmRSS']:.0f} | {r['rss_delta']:+.0f} | {r['RssAnon']:.0f} | "
+                f"{r['RssFile']:.0f} | {r['VmHWM']:.0f} | {r['staged']:.0f} | {files} |"
+            )
         return "\n".join(lines)
 
 
@@ -79,6 +84,7 @@ def python_engine(a, budget: Budget, options: dict):
             stage = cls(*args, **kwargs)
             budget.mark(step)
             return stage
+
         return load
 
     init_context = llama_cpp.llama_init_from_model
@@ -99,6 +105,7 @@ def python_engine(a, budget: Budget, options: dict):
 
     def say(text, frames):
         return sum(len(c.audio) for c in tts.stream(text, max_frames=frames, **options))
+
     return say
 
 
@@ -111,6 +118,7 @@ def native_engine(a, budget: Budget, options: dict):
 
     def say(text, frames):
         return len(tts.synthesize(text, max_frames=frames, min_frames=frames, **options).audio)  # exactly its frames
+
     return say
 
 
@@ -130,20 +138,33 @@ def main() -> None:
     budget = Budget({"talker GGUF": a.talker, "mmproj GGUF": a.mmproj})
     budget.mark("interpreter")
     import bench_kazetts  # kazetts.engine.tts: numpy, llama-cpp-python, libkazetts
+
     budget.mark("imports")
-    options = dict(language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=a.text_streaming,
-                   greedy=True)
+    options = dict(
+        language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=a.text_streaming, greedy=True
+    )
     say = (python_engine if a.engine == "python" else native_engine)(a, budget, options)
     say(bench_kazetts.WARMUP_TEXT, bench_kazetts.WARMUP_FRAMES)
     budget.mark(f"warm-up request ({bench_kazetts.WARMUP_FRAMES} frames)")
     samples = say(a.text, a.frames)
     budget.mark(f"request ({a.frames} frames)")
-    print(f"kazetts {a.engine} engine, {a.talker.name} + {a.mmproj.name}, {a.threads} threads, codec {a.codec}, "
-          f"{'streaming' if a.text_streaming else 'non-streaming'} text prompt\n")
+    print(
+        f"kazetts {a.engine} engine, {a.talker.name} + {a.mmproj.name}, {a.threads} threads, codec {a.codec}, "
+        f"{'streaming' if a.text_streaming else 'non-streaming'} text prompt\n"
+    )
     print(budget.table())
-    print(json.dumps({"engine": a.engine, "peak_rss_mb": budget.rows[-1]["VmHWM"], "samples": samples,
-                      "steps": [{k: r[k] for k in ("step", "VmRSS", "RssAnon", "RssFile", "VmHWM", "staged")}
-                                for r in budget.rows]}))
+    print(
+        json.dumps(
+            {
+                "engine": a.engine,
+                "peak_rss_mb": budget.rows[-1]["VmHWM"],
+                "samples": samples,
+                "steps": [
+                    {k: r[k] for k in ("step", "VmRSS", "RssAnon", "RssFile", "VmHWM", "staged")} for r in budget.rows
+                ],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -43,13 +43,23 @@ def main() -> None:
     request = time.perf_counter() - start
     save_codes(a.codes_out, r.codes)
     t = {name: ms / 1000 for name, ms in r.timings.items()}
-    print(json.dumps({
-        "load_s": load, "load_peak_rss_mb": load_rss, "frames": int(r.codes.shape[0]),
-        "audio_s": len(r.audio) / tts.sample_rate, "prefill_s": t["prefill_ms"],
-        "talker_s": t["talker_ms"] - t["prefill_ms"], "code_predictor_s": t["code_predictor_ms"],
-        "codec_s": t["codec_ms"], "first_audio_s": first_audio[0], "request_s": request,
-        "stop_reason": r.stop_reason,
-    }))
+    print(
+        json.dumps(
+            {
+                "load_s": load,
+                "load_peak_rss_mb": load_rss,
+                "frames": int(r.codes.shape[0]),
+                "audio_s": len(r.audio) / tts.sample_rate,
+                "prefill_s": t["prefill_ms"],
+                "talker_s": t["talker_ms"] - t["prefill_ms"],
+                "code_predictor_s": t["code_predictor_ms"],
+                "codec_s": t["codec_ms"],
+                "first_audio_s": first_audio[0],
+                "request_s": request,
+                "stop_reason": r.stop_reason,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

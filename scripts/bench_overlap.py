@@ -34,17 +34,36 @@ def config(text: str) -> tuple[int, int]:
 
 
 def run(engine: str, talker: int, codec: int, a, files: tuple, xvec: pathlib.Path) -> dict:
-    cmd = [sys.executable, WORKERS[engine], *map(str, files), "--xvector", str(xvec), "--text", TEXT,
-           "--language", "french", "--frames", str(a.frames), "--threads", str(talker), "--codec-threads", str(codec)]
+    cmd = [
+        sys.executable,
+        WORKERS[engine],
+        *map(str, files),
+        "--xvector",
+        str(xvec),
+        "--text",
+        TEXT,
+        "--language",
+        "french",
+        "--frames",
+        str(a.frames),
+        "--threads",
+        str(talker),
+        "--codec-threads",
+        str(codec),
+    ]
     cmd += ["--text-streaming"] if a.text_streaming else []
     r = run_measured(cmd, env={"OMP_THREAD_LIMIT": str(talker + codec)})
     if r.returncode != 0:
         sys.exit(f"{engine} {talker}:{codec} failed:\n{(r.stdout + r.stderr)[-3000:]}")
     row = r.result()
     n = row["frames"]
-    return {"e2e": 1000 * row["request_s"] / n, "first_audio": 1000 * row["first_audio_s"],
-            "talker": 1000 * row["talker_s"] / n, "code_predictor": 1000 * row["code_predictor_s"] / n,
-            "codec": 1000 * row["codec_s"] / n}
+    return {
+        "e2e": 1000 * row["request_s"] / n,
+        "first_audio": 1000 * row["first_audio_s"],
+        "talker": 1000 * row["talker_s"] / n,
+        "code_predictor": 1000 * row["code_predictor_s"] / n,
+        "codec": 1000 * row["codec_s"] / n,
+    }
 
 
 def main() -> int:
@@ -63,15 +82,19 @@ def main() -> int:
     results: dict = {run_: [] for run_ in runs}
     load_before = os.getloadavg()
     for rep in range(a.reps):
-        for engine, talker, codec in runs[rep % len(runs):] + runs[:rep % len(runs)]:
+        for engine, talker, codec in runs[rep % len(runs) :] + runs[: rep % len(runs)]:
             row = run(engine, talker, codec, a, files, xvec)
             results[engine, talker, codec].append(row)
             print(json.dumps({"rep": rep, "engine": engine, "config": f"{talker}:{codec}", **row}), flush=True)
     load_after = os.getloadavg()
-    print(f"\nload average before {load_before[0]:.2f} / {load_before[1]:.2f}, after {load_after[0]:.2f} / "
-          f"{load_after[1]:.2f} (1 / 5 min); {os.cpu_count()} cores; {a.reps} interleaved rounds, {a.frames} frames")
-    print(f"{'engine':15s} {'talker:codec':>12s} {'e2e ms/frame':>22s} {'first audio ms':>22s} "
-          f"{'talker':>7s} {'CP':>6s} {'codec':>6s}")
+    print(
+        f"\nload average before {load_before[0]:.2f} / {load_before[1]:.2f}, after {load_after[0]:.2f} / "
+        f"{load_after[1]:.2f} (1 / 5 min); {os.cpu_count()} cores; {a.reps} interleaved rounds, {a.frames} frames"
+    )
+    print(
+        f"{'engine':15s} {'talker:codec':>12s} {'e2e ms/frame':>22s} {'first audio ms':>22s} "
+        f"{'talker':>7s} {'CP':>6s} {'codec':>6s}"
+    )
     for engine, talker, codec in runs:
         rows = results[engine, talker, codec]
 
@@ -80,8 +103,10 @@ def main() -> int:
             return f"{statistics.median(values):7.1f} [{min(values):.0f}-{max(values):.0f}]"
 
         med = {k: statistics.median(r[k] for r in rows) for k in ("talker", "code_predictor", "codec")}
-        print(f"{engine:15s} {f'{talker}:{codec}':>12s} {spread('e2e'):>22s} {spread('first_audio'):>22s} "
-              f"{med['talker']:7.1f} {med['code_predictor']:6.1f} {med['codec']:6.1f}")
+        print(
+            f"{engine:15s} {f'{talker}:{codec}':>12s} {spread('e2e'):>22s} {spread('first_audio'):>22s} "
+            f"{med['talker']:7.1f} {med['code_predictor']:6.1f} {med['codec']:6.1f}"
+        )
     return 0
 
 

@@ -49,6 +49,7 @@ class StageClock:
             out = fn(*args, **kwargs)
             setattr(self, name, getattr(self, name) + time.perf_counter() - start)
             return out
+
         return timed
 
     def _decoder_start(self, module, args):
@@ -91,9 +92,15 @@ def request(model, codec, processor, text: str, language: str, xvector, frames: 
 
     ids = reference_tokenize(processor, f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n")
     prompt = {"ref_spk_embedding": [xvector], "x_vector_only_mode": [True], "icl_mode": [False], "ref_code": None}
-    codes, _ = model.generate(input_ids=[ids], languages=[language], voice_clone_prompt=prompt,
-                              non_streaming_mode=True, max_new_tokens=frames + 1, do_sample=False,
-                              subtalker_dosample=False)
+    codes, _ = model.generate(
+        input_ids=[ids],
+        languages=[language],
+        voice_clone_prompt=prompt,
+        non_streaming_mode=True,
+        max_new_tokens=frames + 1,
+        do_sample=False,
+        subtalker_dosample=False,
+    )
     clock = time.perf_counter()
     (audio,) = codec.decode(codes[0][None], return_dict=False)
     return codes[0], audio[0], time.perf_counter() - clock
@@ -121,13 +128,22 @@ def bench(a) -> None:
         start = time.perf_counter()
         codes, audio, codec_s = request(model, codec, processor, a.text, a.language, xvector, a.frames)
         request_s = time.perf_counter() - start
-    print(json.dumps({
-        "load_s": loaded, "load_peak_rss_mb": load_rss, "frames": int(codes.shape[0]),
-        "audio_s": audio.shape[-1] / codec.config.output_sample_rate,
-        "prefill_s": clock.prefill, "talker_s": clock.talker - clock.prefill - clock.code_predictor,
-        "code_predictor_s": clock.code_predictor, "codec_s": codec_s,
-        "first_audio_s": request_s, "request_s": request_s,
-    }))
+    print(
+        json.dumps(
+            {
+                "load_s": loaded,
+                "load_peak_rss_mb": load_rss,
+                "frames": int(codes.shape[0]),
+                "audio_s": audio.shape[-1] / codec.config.output_sample_rate,
+                "prefill_s": clock.prefill,
+                "talker_s": clock.talker - clock.prefill - clock.code_predictor,
+                "code_predictor_s": clock.code_predictor,
+                "codec_s": codec_s,
+                "first_audio_s": request_s,
+                "request_s": request_s,
+            }
+        )
+    )
 
 
 def main() -> None:

@@ -51,10 +51,16 @@ def figures(row: dict) -> dict:
     talker, cp = per_frame(row.get("talker_s")), per_frame(row.get("code_predictor_s"))
     both = talker + cp if talker is not None and cp is not None else per_frame(row.get("talker_code_predictor_s"))
     return {
-        "load_s": row["load_s"], "prefill_ms": 1000 * row["prefill_s"], "talker_ms": talker,
-        "code_predictor_ms": cp, "talker_code_predictor_ms": both, "codec_ms": per_frame(row.get("codec_s")),
-        "first_audio_ms": 1000 * row["first_audio_s"], "end_to_end_ms": per_frame(row["request_s"]),
-        "rtf": row["request_s"] / row["audio_s"], "peak_rss_mb": row["peak_rss_mb"],
+        "load_s": row["load_s"],
+        "prefill_ms": 1000 * row["prefill_s"],
+        "talker_ms": talker,
+        "code_predictor_ms": cp,
+        "talker_code_predictor_ms": both,
+        "codec_ms": per_frame(row.get("codec_s")),
+        "first_audio_ms": 1000 * row["first_audio_s"],
+        "end_to_end_ms": per_frame(row["request_s"]),
+        "rtf": row["request_s"] / row["audio_s"],
+        "peak_rss_mb": row["peak_rss_mb"],
     }
 
 
@@ -67,8 +73,9 @@ def custom_voice(row: dict) -> bool:
 
 
 def label(row: dict) -> str:
-    return (f"{row['engine']}{' CustomVoice' if custom_voice(row) else ''} {row['weights']} t{row['threads']}"
-            + (" streaming text" if streaming(row) else ""))
+    return f"{row['engine']}{' CustomVoice' if custom_voice(row) else ''} {row['weights']} t{row['threads']}" + (
+        " streaming text" if streaming(row) else ""
+    )
 
 
 def codes_cell(row: dict) -> str:
@@ -78,8 +85,13 @@ def codes_cell(row: dict) -> str:
     if share is None:
         return "n/a"
     first = row.get("first_frame_unlike_f32")
-    forced = (f"; forced {100 * row['forced_cb0_equal']:.1f}% / {100 * row['forced_cp_equal']:.1f}%"
-              if "forced_cb0_equal" in row else "; forced: FAILED" if row.get("forced_error") else "")
+    forced = (
+        f"; forced {100 * row['forced_cb0_equal']:.1f}% / {100 * row['forced_cp_equal']:.1f}%"
+        if "forced_cb0_equal" in row
+        else "; forced: FAILED"
+        if row.get("forced_error")
+        else ""
+    )
     return f"{100 * share:.1f}%" + ("" if first is None else f" (frame {first})") + forced
 
 
@@ -89,17 +101,27 @@ def _cell(value, fmt: str) -> str:
 
 def table(rows: list[dict]) -> str:
     """Markdown table, one line per engine/weights/threads; failed runs say why."""
-    lines = ["| engine | weights | threads | frames | " + " | ".join(h for _, h, _ in FIGURES) + " | codes = F32 |",
-             "|---|---|---|---|" + "---|" * (len(FIGURES) + 1)]
+    lines = [
+        "| engine | weights | threads | frames | " + " | ".join(h for _, h, _ in FIGURES) + " | codes = F32 |",
+        "|---|---|---|---|" + "---|" * (len(FIGURES) + 1),
+    ]
     for row in rows:
-        engine = row["engine"] + (" CustomVoice" if custom_voice(row) else "") + (" (streaming text)" if streaming(row) else "")
+        engine = (
+            row["engine"]
+            + (" CustomVoice" if custom_voice(row) else "")
+            + (" (streaming text)" if streaming(row) else "")
+        )
         head = f"| {engine} | {row['weights']} | {row['threads']} | "
         if row.get("error"):
             lines.append(head + f"- | FAILED: {row['error']} |" + " |" * len(FIGURES))
             continue
         values = figures(row)
-        lines.append(head + f"{row['frames']} | " + " | ".join(_cell(values[k], f) for k, _, f in FIGURES)
-                     + f" | {codes_cell(row)} |")
+        lines.append(
+            head
+            + f"{row['frames']} | "
+            + " | ".join(_cell(values[k], f) for k, _, f in FIGURES)
+            + f" | {codes_cell(row)} |"
+        )
     return "\n".join(lines)
 
 
@@ -109,20 +131,34 @@ NATIVE = "kazetts-native"  # the native engine (tts.h), held against the Python 
 def peers(rows: list[dict], row: dict) -> list[dict]:
     """The rows a kazetts row is compared with, same threads: for the Python engine llama-tts on the
     same files and the reference; for the native engine the Python engine on the same files."""
+
     def same_files(p, engine):
         return p["engine"] == engine and p["weights"] == row["weights"]
 
-    return [p for p in rows if not p.get("error") and not streaming(p) and p["threads"] == row["threads"]
-            and custom_voice(p) == custom_voice(row) and (
-        same_files(p, "kazetts") if row["engine"] == NATIVE else
-        same_files(p, "llama-tts") or p["engine"] == "reference")]
+    return [
+        p
+        for p in rows
+        if not p.get("error")
+        and not streaming(p)
+        and p["threads"] == row["threads"]
+        and custom_voice(p) == custom_voice(row)
+        and (
+            same_files(p, "kazetts")
+            if row["engine"] == NATIVE
+            else same_files(p, "llama-tts") or p["engine"] == "reference"
+        )
+    ]
 
 
 def spread(rows: list[dict]) -> list[str]:
     """Repeated rows (scripts/bench.py --reps): the range of their runs' end-to-end ms/frame (a
     paragraph, or nothing)."""
-    ranges = [f"{label(r)} {ms_per_frame(min(r['request_s_runs']), r['frames']):.1f}-"
-              f"{ms_per_frame(max(r['request_s_runs']), r['frames']):.1f}" for r in rows if r.get("request_s_runs")]
+    ranges = [
+        f"{label(r)} {ms_per_frame(min(r['request_s_runs']), r['frames']):.1f}-"
+        f"{ms_per_frame(max(r['request_s_runs']), r['frames']):.1f}"
+        for r in rows
+        if r.get("request_s_runs")
+    ]
     return ["End to end ms/frame over the runs, lowest-highest: " + "; ".join(ranges) + ".", ""] if ranges else []
 
 
@@ -135,16 +171,24 @@ def ratio_table(rows: list[dict]) -> str:
         ours = figures(row)
         for peer in peers(rows, row):
             theirs = figures(peer)
-            cells = [_cell(None if ours[k] is None or not theirs[k] else ours[k] / theirs[k], "{:.2f}")
-                     for k, _, _ in FIGURES]
+            cells = [
+                _cell(None if ours[k] is None or not theirs[k] else ours[k] / theirs[k], "{:.2f}")
+                for k, _, _ in FIGURES
+            ]
             lines.append(f"| {label(row)} / {label(peer)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _find(rows, engine, weights=None, prompt=NON_STREAMING):
     for row in rows:
-        if (row["engine"] == engine and row["threads"] == TARGET_THREADS and not row.get("error") and not custom_voice(row)
-                and (weights is None or row["weights"] == weights) and row.get("prompt", NON_STREAMING) == prompt):
+        if (
+            row["engine"] == engine
+            and row["threads"] == TARGET_THREADS
+            and not row.get("error")
+            and not custom_voice(row)
+            and (weights is None or row["weights"] == weights)
+            and row.get("prompt", NON_STREAMING) == prompt
+        ):
             return row
     return None
 
@@ -168,19 +212,44 @@ def targets(rows: list[dict]) -> list[str]:
     # (name, value, goal, unit, at least, the kazetts row it judges)
     checks = [("end to end", v["end_to_end_ms"], MAX_MS_PER_FRAME, "ms/frame", False, ours)]
     if llama:
-        checks.append(("speed-up over llama-tts", figures(llama)["end_to_end_ms"] / v["end_to_end_ms"],
-                       MIN_SPEEDUP_LLAMA, "x", True, ours))
+        checks.append(
+            (
+                "speed-up over llama-tts",
+                figures(llama)["end_to_end_ms"] / v["end_to_end_ms"],
+                MIN_SPEEDUP_LLAMA,
+                "x",
+                True,
+                ours,
+            )
+        )
     if ref:
-        checks.append(("speed-up over the reference", figures(ref)["end_to_end_ms"] / v["end_to_end_ms"],
-                       MIN_SPEEDUP_REFERENCE, "x", True, ours))
+        checks.append(
+            (
+                "speed-up over the reference",
+                figures(ref)["end_to_end_ms"] / v["end_to_end_ms"],
+                MIN_SPEEDUP_REFERENCE,
+                "x",
+                True,
+                ours,
+            )
+        )
     for row in (stream, ours):
         if row:
-            checks.append((f"first audio, {row.get('prompt', NON_STREAMING)} text", figures(row)["first_audio_ms"],
-                           MAX_FIRST_AUDIO_MS, "ms", False, row))
+            checks.append(
+                (
+                    f"first audio, {row.get('prompt', NON_STREAMING)} text",
+                    figures(row)["first_audio_ms"],
+                    MAX_FIRST_AUDIO_MS,
+                    "ms",
+                    False,
+                    row,
+                )
+            )
     for row in (ours, stream):
         if row:
-            checks.append((f"peak RSS, {row.get('prompt', NON_STREAMING)} text", row["peak_rss_mb"], MAX_RSS_MB, "MB",
-                           False, row))
+            checks.append(
+                (f"peak RSS, {row.get('prompt', NON_STREAMING)} text", row["peak_rss_mb"], MAX_RSS_MB, "MB", False, row)
+            )
     lines = []
     for name, value, goal, unit, at_least, row in checks:
         met = value >= goal if at_least else value <= goal
@@ -205,7 +274,15 @@ def native_target(rows: list[dict], python: dict) -> list[str]:
     if native is None:
         return []
     v = figures(native)
-    keys = ["prefill_ms", "talker_ms", "code_predictor_ms", "codec_ms", "first_audio_ms", "end_to_end_ms", "peak_rss_mb"]
+    keys = [
+        "prefill_ms",
+        "talker_ms",
+        "code_predictor_ms",
+        "codec_ms",
+        "first_audio_ms",
+        "end_to_end_ms",
+        "peak_rss_mb",
+    ]
     slower = [k for k in keys if v[k] > python[k]]
     ratios = ", ".join(f"{k.rsplit('_', 1)[0].replace('_', ' ')} {v[k] / python[k]:.2f}" for k in keys)
     verdict = "met" if not slower else "MISSED on " + ", ".join(k.rsplit("_", 1)[0].replace("_", " ") for k in slower)
@@ -223,8 +300,10 @@ def chart(rows: list[dict], path: str, title: str) -> None:
     names = [label(r) for r in rows]
     colors = {"kazetts": "tab:green", NATIVE: "tab:olive", "llama-tts": "tab:blue", "reference": "tab:gray"}
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.8))
-    for ax, key, name in ((axes[0], "end_to_end_ms", "end to end ms per 80 ms frame (lower is better)"),
-                          (axes[1], "peak_rss_mb", "peak RSS MB")):
+    for ax, key, name in (
+        (axes[0], "end_to_end_ms", "end to end ms per 80 ms frame (lower is better)"),
+        (axes[1], "peak_rss_mb", "peak RSS MB"),
+    ):
         values = [figures(r)[key] for r in rows]
         ax.barh(names, values, color=[colors.get(r["engine"], "tab:orange") for r in rows])
         ax.invert_yaxis()
@@ -247,19 +326,24 @@ def settings(meta: dict) -> str | None:
     if "preset" not in meta:
         return None
     models = " and ".join(MODEL_NAMES.get(m, m) for m in meta["models"])
-    text = (f"preset `{meta['preset']}` (synthetic {models}, seed {meta['seed']}), {meta['frames']} frames "
-            f"({meta['frames'] * 0.08:.2f} s of audio) of a {meta['words']}-word French paragraph, greedy, "
-            "end-of-speech forbidden, non-streaming text prompt (kazetts also the streaming-text one: the "
-            "'streaming text' rows), x-vector speaker (CustomVoice: its first speaker by name); weights "
-            "T/C: talker T, mmproj (code predictor) C, Q4 files made by `kazetts quantize` from the F32 "
-            "ones; codes = F32: share of the request's greedy codes equal to the kazetts F32 files' "
-            "(and the first frame that differs), and for the Python engine's rows, teacher-forced on "
-            "the F32 codes (every frame starts from them), the shares of its CB0 / CB1-15 picks "
-            f"equal to them; kazetts codec weights {meta['codec']}, audio for the "
-            f"first frame then every {meta['chunk_frames']} frames; reference float32 SDPA"
-            + (f"; each row is the run of median request time of {meta['reps']} interleaved runs (all rows, then "
-               "all again, each round starting one row later), with the highest peak RSS of its runs"
-               if meta["reps"] > 1 else ""))
+    text = (
+        f"preset `{meta['preset']}` (synthetic {models}, seed {meta['seed']}), {meta['frames']} frames "
+        f"({meta['frames'] * 0.08:.2f} s of audio) of a {meta['words']}-word French paragraph, greedy, "
+        "end-of-speech forbidden, non-streaming text prompt (kazetts also the streaming-text one: the "
+        "'streaming text' rows), x-vector speaker (CustomVoice: its first speaker by name); weights "
+        "T/C: talker T, mmproj (code predictor) C, Q4 files made by `kazetts quantize` from the F32 "
+        "ones; codes = F32: share of the request's greedy codes equal to the kazetts F32 files' "
+        "(and the first frame that differs), and for the Python engine's rows, teacher-forced on "
+        "the F32 codes (every frame starts from them), the shares of its CB0 / CB1-15 picks "
+        f"equal to them; kazetts codec weights {meta['codec']}, audio for the "
+        f"first frame then every {meta['chunk_frames']} frames; reference float32 SDPA"
+        + (
+            f"; each row is the run of median request time of {meta['reps']} interleaved runs (all rows, then "
+            "all again, each round starting one row later), with the highest peak RSS of its runs"
+            if meta["reps"] > 1
+            else ""
+        )
+    )
     before, after = meta["load_average"]
     return text + f"; load average {before:.2f} before, {after:.2f} after."
 
@@ -269,11 +353,20 @@ def report(results: dict) -> str:
     meta, rows = results["meta"], results["rows"]
     described = settings(meta)
     preset = meta.get("preset", TARGET_PRESET)
-    return "\n".join([
-        f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}", "",
-        *([described, ""] if described else [results["title"], ""]),
-        table(rows), "", *spread(rows), ratio_table(rows), "",
-        *(targets(rows) if preset == TARGET_PRESET else [f"targets: judged on the {TARGET_PRESET} preset"]), ""])
+    return "\n".join(
+        [
+            f"## {meta['date']}: {meta['cpu']}, {meta['cores']} cores, commit {meta['commit']}",
+            "",
+            *([described, ""] if described else [results["title"], ""]),
+            table(rows),
+            "",
+            *spread(rows),
+            ratio_table(rows),
+            "",
+            *(targets(rows) if preset == TARGET_PRESET else [f"targets: judged on the {TARGET_PRESET} preset"]),
+            "",
+        ]
+    )
 
 
 def run_file(path: str) -> pathlib.Path:

@@ -34,6 +34,7 @@ def _quiet() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
         from transformers.utils import logging as hf_logging
+
         hf_logging.set_verbosity_error()
     except ImportError:
         pass
@@ -60,11 +61,16 @@ def _numel(shapes: dict[str, tuple[int, ...]]) -> int:
 def compare(what: str, reference: dict, specs: dict) -> list[str]:
     """Mismatch lines between reference shapes and synthetic specs ({name: (shape, Init)})."""
     ours = {name: tuple(int(d) for d in spec[0]) for name, spec in specs.items()}
-    out = [f"{what}: missing from synthetic specs: {name} {list(reference[name])}"
-           for name in sorted(set(reference) - set(ours))]
+    out = [
+        f"{what}: missing from synthetic specs: {name} {list(reference[name])}"
+        for name in sorted(set(reference) - set(ours))
+    ]
     out += [f"{what}: not in the reference: {name} {list(ours[name])}" for name in sorted(set(ours) - set(reference))]
-    out += [f"{what}: shape of {name}: reference {list(reference[name])}, synthetic {list(ours[name])}"
-            for name in sorted(set(ours) & set(reference)) if ours[name] != reference[name]]
+    out += [
+        f"{what}: shape of {name}: reference {list(reference[name])}, synthetic {list(ours[name])}"
+        for name in sorted(set(ours) & set(reference))
+        if ours[name] != reference[name]
+    ]
     return out
 
 
@@ -104,15 +110,19 @@ def check_presets(names: list[str]) -> int:
             expected = talker["hidden_size"] != talker["code_predictor_config"]["hidden_size"]
             in_ref, in_specs = PROJECTION in model_ref, PROJECTION in specs
             if in_ref != expected or in_specs != expected:
-                problems.append(f"{preset} {model_type}: small_to_mtp_projection expected "
-                                f"{'present' if expected else 'absent'} (talker hidden {talker['hidden_size']}, "
-                                f"code predictor hidden {talker['code_predictor_config']['hidden_size']}); "
-                                f"reference {'has' if in_ref else 'lacks'} it, synthetic {'has' if in_specs else 'lacks'} it")
+                problems.append(
+                    f"{preset} {model_type}: small_to_mtp_projection expected "
+                    f"{'present' if expected else 'absent'} (talker hidden {talker['hidden_size']}, "
+                    f"code predictor hidden {talker['code_predictor_config']['hidden_size']}); "
+                    f"reference {'has' if in_ref else 'lacks'} it, synthetic {'has' if in_specs else 'lacks'} it"
+                )
             status = "OK" if not problems else f"{len(problems)} MISMATCHES"
-            print(f"{preset:<10} {model_type:<13} model {len(model_ref):3d} tensors {_numel(model_ref):>13,d} values"
-                  f" ({model_params:,d} params) | codec {len(codec_ref):3d} tensors {_numel(codec_ref):>11,d} values"
-                  f" ({codec_params:,d} params)"
-                  f" | small_to_mtp_projection: {'yes' if in_ref else 'no'} | {status}")
+            print(
+                f"{preset:<10} {model_type:<13} model {len(model_ref):3d} tensors {_numel(model_ref):>13,d} values"
+                f" ({model_params:,d} params) | codec {len(codec_ref):3d} tensors {_numel(codec_ref):>11,d} values"
+                f" ({codec_params:,d} params)"
+                f" | small_to_mtp_projection: {'yes' if in_ref else 'no'} | {status}"
+            )
             for line in problems:
                 print(f"    {line}")
             failures += bool(problems)
@@ -145,11 +155,16 @@ def load_dirs(dirs: list[pathlib.Path]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("presets", nargs="*", metavar="PRESET",
-                        help=f"presets to check (default: all of {', '.join(presets.PRESETS)})")
-    parser.add_argument("--load", nargs="+", type=pathlib.Path, metavar="DIR",
-                        help="instead, strict-load these checkpoint directories with "
-                             "kazetts.validation.reference.load_strict")
+    parser.add_argument(
+        "presets", nargs="*", metavar="PRESET", help=f"presets to check (default: all of {', '.join(presets.PRESETS)})"
+    )
+    parser.add_argument(
+        "--load",
+        nargs="+",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="instead, strict-load these checkpoint directories with kazetts.validation.reference.load_strict",
+    )
     args = parser.parse_args(argv)
     unknown = [p for p in args.presets if p not in presets.PRESETS]
     if unknown:

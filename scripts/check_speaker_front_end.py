@@ -34,14 +34,29 @@ def main(tmp: pathlib.Path) -> dict:
 
     wrapper = object.__new__(Qwen3TTSModel)  # its audio helpers use no model state
     rng = np.random.default_rng(0)
-    out: dict = {"filterbank_identical": bool(np.array_equal(
-        librosa.filters.mel(sr=24000, n_fft=1024, n_mels=128, fmin=0, fmax=12000), mel.mel_filterbank()))}
+    out: dict = {
+        "filterbank_identical": bool(
+            np.array_equal(
+                librosa.filters.mel(sr=24000, n_fft=1024, n_mels=128, fmin=0, fmax=12000), mel.mel_filterbank()
+            )
+        )
+    }
     out["mel_max_abs_diff"] = {}
     for n in (1280, 2400, 24000 * 5 + 77):
         y = (0.1 * rng.standard_normal(n)).astype(np.float32)
-        want = ref.modeling.mel_spectrogram(torch.from_numpy(y)[None], n_fft=1024, num_mels=128, sampling_rate=24000,
-                                            hop_size=256, win_size=1024, fmin=0, fmax=12000)[0].T.numpy()
-        out["mel_max_abs_diff"][n] = float(np.abs(mel.log_mel(y) - want).max()) if want.shape == (mel.n_frames(n), 128) else None
+        want = ref.modeling.mel_spectrogram(
+            torch.from_numpy(y)[None],
+            n_fft=1024,
+            num_mels=128,
+            sampling_rate=24000,
+            hop_size=256,
+            win_size=1024,
+            fmin=0,
+            fmax=12000,
+        )[0].T.numpy()
+        out["mel_max_abs_diff"][n] = (
+            float(np.abs(mel.log_mel(y) - want).max()) if want.shape == (mel.n_frames(n), 128) else None
+        )
     out["resample_identical"] = {}
     for sr in (8000, 16000, 22050, 44100, 48000, 96000):
         y = (0.1 * rng.standard_normal(sr + 123)).astype(np.float32)

@@ -91,6 +91,7 @@ class Recorder:
             value = output.last_hidden_state if hasattr(output, "last_hidden_state") else output
             value = value[0].detach().numpy()
             self.codec[name] = (value.T if transpose else value).copy()
+
         return hook
 
 
@@ -100,8 +101,9 @@ def reference_tokenize(processor, text: str):
     return ids if ids.dim() == 2 else ids.unsqueeze(0)
 
 
-def voice_clone(model, codec, processor, checkpoint: pathlib.Path, case: goldens.Case, dumps: pathlib.Path,
-                arrays: dict) -> np.ndarray:
+def voice_clone(
+    model, codec, processor, checkpoint: pathlib.Path, case: goldens.Case, dumps: pathlib.Path, arrays: dict
+) -> np.ndarray:
     """Clones the case's recording through the reference's own API: Qwen3TTSModel's
     create_voice_clone_prompt (audio loading, resampling, x-vector, codec-encoder codes) and
     generate_voice_clone. Records the x-vector (and the reference codes for ICL); returns the codes."""
@@ -115,8 +117,11 @@ def voice_clone(model, codec, processor, checkpoint: pathlib.Path, case: goldens
     tokenizer.feature_extractor = AutoFeatureExtractor.from_pretrained(checkpoint / "speech_tokenizer")
     model.load_speech_tokenizer(tokenizer)
     tts = Qwen3TTSModel(model, processor)
-    items = tts.create_voice_clone_prompt(ref_audio=str(goldens.recording_path(dumps, case.ref_audio)),
-                                          ref_text=case.ref_text, x_vector_only_mode=case.ref_text is None)
+    items = tts.create_voice_clone_prompt(
+        ref_audio=str(goldens.recording_path(dumps, case.ref_audio)),
+        ref_text=case.ref_text,
+        x_vector_only_mode=case.ref_text is None,
+    )
     arrays["xvector"] = items[0].ref_spk_embedding.numpy().astype(np.float32)
     if items[0].ref_code is not None:
         arrays["ref_codes"] = items[0].ref_code.numpy().astype(np.int32)
@@ -129,9 +134,15 @@ def voice_clone(model, codec, processor, checkpoint: pathlib.Path, case: goldens
         return out
 
     model.generate = keep_codes
-    tts.generate_voice_clone(case.text, language=case.language, voice_clone_prompt=items,
-                             non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
-                             do_sample=False, subtalker_dosample=False)
+    tts.generate_voice_clone(
+        case.text,
+        language=case.language,
+        voice_clone_prompt=items,
+        non_streaming_mode=case.non_streaming,
+        max_new_tokens=case.max_new_tokens,
+        do_sample=False,
+        subtalker_dosample=False,
+    )
     return generated["codes"].numpy().astype(np.int32)
 
 
@@ -162,27 +173,39 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
         hidden = model.config.talker_config.hidden_size
         xvector = np.random.default_rng(case.xvector_seed).standard_normal(hidden).astype(np.float32)
         arrays["xvector"] = xvector
-        kwargs["voice_clone_prompt"] = {"ref_spk_embedding": [torch.from_numpy(xvector)], "x_vector_only_mode": [True],
-                                        "icl_mode": [False], "ref_code": None}
+        kwargs["voice_clone_prompt"] = {
+            "ref_spk_embedding": [torch.from_numpy(xvector)],
+            "x_vector_only_mode": [True],
+            "icl_mode": [False],
+            "ref_code": None,
+        }
     recorder = Recorder(model, codec)
     torch.manual_seed(0)
     if case.ref_audio is not None:
         codes = voice_clone(model, codec, processor, checkpoint, case, REPO / "dumps", arrays)
     else:
         codes_list, _ = model.generate(
-            input_ids=[text_ids], languages=[case.language], speakers=[case.speaker],
-            non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
-            do_sample=False, subtalker_dosample=False, **kwargs)
+            input_ids=[text_ids],
+            languages=[case.language],
+            speakers=[case.speaker],
+            non_streaming_mode=case.non_streaming,
+            max_new_tokens=case.max_new_tokens,
+            do_sample=False,
+            subtalker_dosample=False,
+            **kwargs,
+        )
         codes = codes_list[0].numpy().astype(np.int32)
     calls = recorder.calls
     n_frames, n_calls = codes.shape[0], len(calls["logits"])
-    arrays.update({
-        "prompt_embeds": calls["embeds"][0],
-        "talker_inputs": np.stack([e[-1] for e in calls["embeds"][1:]]),
-        "talker_hidden": np.stack(calls["hidden"]),
-        "talker_logits": np.stack(calls["logits"]),
-        "codes": codes,
-    })
+    arrays.update(
+        {
+            "prompt_embeds": calls["embeds"][0],
+            "talker_inputs": np.stack([e[-1] for e in calls["embeds"][1:]]),
+            "talker_hidden": np.stack(calls["hidden"]),
+            "talker_logits": np.stack(calls["logits"]),
+            "codes": codes,
+        }
+    )
     n_cp = min(n_frames, goldens.CP_LOGIT_FRAMES)
     groups = codes.shape[1] - 1
     arrays["cp_logits"] = np.stack(calls["cp"][: n_cp * groups]).reshape(n_cp, groups, -1)
@@ -199,18 +222,34 @@ def run_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path
         "stopped_by": "eos" if n_calls < case.max_new_tokens else "max_new_tokens",
         "codec_eos_token_id": eos,
         "qwen2_regex_ids_differ": plain(text)["input_ids"] != arrays["text_ids"].tolist(),
-        "checkpoint": {"preset": case.preset, "model_type": case.model_type, "seed": case.checkpoint_seed,
-                       "dtype": presets.default_dtype(case.preset), "sha256": goldens.checkpoint_digests(checkpoint)},
-        "settings": {"dtype": "float32", "attn_implementation": "eager", "greedy": True, "threads": torch.get_num_threads(),
-                     "non_streaming_mode": case.non_streaming, "max_new_tokens": case.max_new_tokens,
-                     "repetition_penalty": 1.05, "min_new_tokens": 2, "codec_decode": "decoder.forward (one chunk)"},
+        "checkpoint": {
+            "preset": case.preset,
+            "model_type": case.model_type,
+            "seed": case.checkpoint_seed,
+            "dtype": presets.default_dtype(case.preset),
+            "sha256": goldens.checkpoint_digests(checkpoint),
+        },
+        "settings": {
+            "dtype": "float32",
+            "attn_implementation": "eager",
+            "greedy": True,
+            "threads": torch.get_num_threads(),
+            "non_streaming_mode": case.non_streaming,
+            "max_new_tokens": case.max_new_tokens,
+            "repetition_penalty": 1.05,
+            "min_new_tokens": 2,
+            "codec_decode": "decoder.forward (one chunk)",
+        },
         "versions": _versions(),
         "machine": {"cpu": cpu_model(), "arch": platform.machine()},
     }
     if case.ref_audio is not None:
         path = goldens.recording_path(REPO / "dumps", case.ref_audio)
-        manifest["ref_audio"] = {"file": path.name, "sha256": goldens.sha256_file(path),
-                                 "text": goldens.RECORDINGS[case.ref_audio].text}
+        manifest["ref_audio"] = {
+            "file": path.name,
+            "sha256": goldens.sha256_file(path),
+            "text": goldens.RECORDINGS[case.ref_audio].text,
+        }
         manifest["settings"]["api"] = "Qwen3TTSModel.generate_voice_clone"
     goldens.save_case(out_dir / case.name, manifest, arrays)
     return manifest
@@ -232,7 +271,9 @@ def clone_wrapper(model, codec, processor, checkpoint: pathlib.Path):
     return wrapper_mod.Qwen3TTSModel(model, processor), wrapper_mod.VoiceClonePromptItem
 
 
-def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path, audio_dir: pathlib.Path) -> dict:
+def run_clone_case(
+    case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathlib.Path, audio_dir: pathlib.Path
+) -> dict:
     """A voice-clone case through the reference's own API: create_voice_clone_prompt's steps
     (audio loading, resampling, speech_tokenizer.encode, extract_speaker_embedding), then
     generate_voice_clone with that prompt (decode of [ref; generated] and the cut)."""
@@ -250,7 +291,7 @@ def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathli
     wav_path = str(audio_dir / case.ref_audio)
 
     # create_voice_clone_prompt, step by step, to keep what each stage saw
-    (wav, sr), = wrapper._normalize_audio_inputs([wav_path])
+    ((wav, sr),) = wrapper._normalize_audio_inputs([wav_path])
     enc_stages: dict[str, np.ndarray] = {}
     encoder = codec.encoder
     fed: dict[str, np.ndarray] = {}
@@ -260,21 +301,32 @@ def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathli
             value = output.last_hidden_state if hasattr(output, "last_hidden_state") else output
             value = value[0].detach().float().numpy()
             enc_stages[name] = (value.T if transpose else value).copy()
+
         return hook
 
-    handles = [encoder.encoder.register_forward_hook(keep("enc_seanet")),
-               encoder.encoder_transformer.register_forward_hook(keep("enc_transformer", transpose=True)),
-               encoder.downsample.register_forward_hook(keep("enc_downsampled")),
-               encoder.encoder.register_forward_pre_hook(lambda m, a: fed.update(pcm=a[0][0, 0].numpy().copy()))]
+    handles = [
+        encoder.encoder.register_forward_hook(keep("enc_seanet")),
+        encoder.encoder_transformer.register_forward_hook(keep("enc_transformer", transpose=True)),
+        encoder.downsample.register_forward_hook(keep("enc_downsampled")),
+        encoder.encoder.register_forward_pre_hook(lambda m, a: fed.update(pcm=a[0][0, 0].numpy().copy())),
+    ]
     ref_code = model.speech_tokenizer.encode([wav], sr=sr).audio_codes[0]
     for h in handles:
         h.remove()
-    pcm24 = wav if sr == model.speaker_encoder_sample_rate else librosa.resample(
-        y=wav.astype(np.float32), orig_sr=int(sr), target_sr=model.speaker_encoder_sample_rate)
+    pcm24 = (
+        wav
+        if sr == model.speaker_encoder_sample_rate
+        else librosa.resample(y=wav.astype(np.float32), orig_sr=int(sr), target_sr=model.speaker_encoder_sample_rate)
+    )
     xvector = model.extract_speaker_embedding(audio=pcm24, sr=model.speaker_encoder_sample_rate)
     icl = case.ref_text is not None
-    item = PromptItem(ref_code=ref_code if icl else None, ref_spk_embedding=xvector, x_vector_only_mode=not icl,
-                      icl_mode=icl, ref_text=case.ref_text)
+    item = PromptItem(
+        ref_code=ref_code if icl else None,
+        ref_spk_embedding=xvector,
+        x_vector_only_mode=not icl,
+        icl_mode=icl,
+        ref_text=case.ref_text,
+    )
 
     generated: dict[str, np.ndarray] = {}
     original_generate = model.generate
@@ -287,9 +339,15 @@ def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathli
     model.generate = generate
     recorder = Recorder(model, codec)
     torch.manual_seed(0)
-    wavs, _ = wrapper.generate_voice_clone(case.text, language=case.language, voice_clone_prompt=[item],
-                                           non_streaming_mode=case.non_streaming, max_new_tokens=case.max_new_tokens,
-                                           do_sample=False, subtalker_dosample=False)
+    wavs, _ = wrapper.generate_voice_clone(
+        case.text,
+        language=case.language,
+        voice_clone_prompt=[item],
+        non_streaming_mode=case.non_streaming,
+        max_new_tokens=case.max_new_tokens,
+        do_sample=False,
+        subtalker_dosample=False,
+    )
     codes, calls = generated["codes"], recorder.calls
     text_ids = reference_tokenize(processor, wrapper._build_assistant_text(case.text))
     arrays: dict[str, np.ndarray] = {
@@ -306,7 +364,9 @@ def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathli
         **enc_stages,
     }
     if icl:
-        arrays["ref_text_ids"] = reference_tokenize(processor, wrapper._build_ref_text(case.ref_text))[0].numpy().astype(np.int32)
+        arrays["ref_text_ids"] = (
+            reference_tokenize(processor, wrapper._build_ref_text(case.ref_text))[0].numpy().astype(np.int32)
+        )
     n_calls = len(calls["logits"])
     manifest = {
         "case": goldens.case_dict(case),
@@ -316,12 +376,23 @@ def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathli
         "talker_calls": n_calls,
         "stopped_by": "eos" if n_calls < case.max_new_tokens else "max_new_tokens",
         "codec_eos_token_id": model.config.talker_config.codec_eos_token_id,
-        "checkpoint": {"preset": case.preset, "model_type": case.model_type, "seed": case.checkpoint_seed,
-                       "dtype": "bfloat16", "sha256": goldens.checkpoint_digests(checkpoint)},
+        "checkpoint": {
+            "preset": case.preset,
+            "model_type": case.model_type,
+            "seed": case.checkpoint_seed,
+            "dtype": "bfloat16",
+            "sha256": goldens.checkpoint_digests(checkpoint),
+        },
         "ref_audio_sha256": goldens.sha256_file(audio_dir / case.ref_audio),
-        "settings": {"dtype": "float32", "attn_implementation": {"talker": "eager", "codec_encoder": codec.encoder.config._attn_implementation},
-                     "greedy": True, "threads": torch.get_num_threads(), "non_streaming_mode": case.non_streaming,
-                     "max_new_tokens": case.max_new_tokens, "api": "create_voice_clone_prompt steps + generate_voice_clone"},
+        "settings": {
+            "dtype": "float32",
+            "attn_implementation": {"talker": "eager", "codec_encoder": codec.encoder.config._attn_implementation},
+            "greedy": True,
+            "threads": torch.get_num_threads(),
+            "non_streaming_mode": case.non_streaming,
+            "max_new_tokens": case.max_new_tokens,
+            "api": "create_voice_clone_prompt steps + generate_voice_clone",
+        },
         "versions": _versions(),
         "machine": {"cpu": cpu_model(), "arch": platform.machine()},
     }
@@ -332,10 +403,17 @@ def run_clone_case(case: goldens.Case, checkpoint: pathlib.Path, out_dir: pathli
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=pathlib.Path, default=REPO / "dumps")
-    parser.add_argument("--cases", default=",".join([*goldens.CASES_BY_NAME, *goldens.CLONE_CASES_BY_NAME]),
-                        help="comma-separated case names")
-    parser.add_argument("--checkpoints", type=pathlib.Path, default=None,
-                        help="where to build the synthetic checkpoints (default: a temporary directory)")
+    parser.add_argument(
+        "--cases",
+        default=",".join([*goldens.CASES_BY_NAME, *goldens.CLONE_CASES_BY_NAME]),
+        help="comma-separated case names",
+    )
+    parser.add_argument(
+        "--checkpoints",
+        type=pathlib.Path,
+        default=None,
+        help="where to build the synthetic checkpoints (default: a temporary directory)",
+    )
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n]
@@ -360,8 +438,11 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 audio = REPO / "dumps" / goldens.CLONE_DIR / goldens.REF_AUDIO_DIR
                 manifest = run_clone_case(case, checkpoint, args.out / goldens.CLONE_DIR / case.name, audio)
-            print(f"{name:24s} {manifest['frames']:4d} frames, stopped by {manifest['stopped_by']:15s} "
-                  f"{time.perf_counter() - start:6.1f}s", flush=True)
+            print(
+                f"{name:24s} {manifest['frames']:4d} frames, stopped by {manifest['stopped_by']:15s} "
+                f"{time.perf_counter() - start:6.1f}s",
+                flush=True,
+            )
     return 0
 
 

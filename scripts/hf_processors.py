@@ -32,8 +32,18 @@ def describe(processors) -> list[dict]:
     out = []
     for p in processors:
         attrs = {}
-        for name in ("penalty", "min_length", "min_new_tokens", "prompt_length_to_skip", "temperature", "top_k",
-                     "top_p", "min_tokens_to_keep", "eos_token_id", "suppress_tokens"):
+        for name in (
+            "penalty",
+            "min_length",
+            "min_new_tokens",
+            "prompt_length_to_skip",
+            "temperature",
+            "top_k",
+            "top_p",
+            "min_tokens_to_keep",
+            "eos_token_id",
+            "suppress_tokens",
+        ):
             if hasattr(p, name):
                 value = getattr(p, name)
                 if hasattr(value, "tolist"):
@@ -84,12 +94,22 @@ def main(argv: list[str]) -> int:
         seen_lengths.clear()
         torch.manual_seed(0)
         with torch.no_grad():
-            model.generate(input_ids=[text_ids], languages=[request["language"]], speakers=[request["speaker"]],
-                           non_streaming_mode=True, max_new_tokens=4,
-                           do_sample=s["do_sample"], top_k=s["top_k"], top_p=s["top_p"],
-                           temperature=s["temperature"], repetition_penalty=s["repetition_penalty"],
-                           subtalker_dosample=s["do_sample"], subtalker_top_k=s["top_k"],
-                           subtalker_top_p=s["top_p"], subtalker_temperature=s["temperature"])
+            model.generate(
+                input_ids=[text_ids],
+                languages=[request["language"]],
+                speakers=[request["speaker"]],
+                non_streaming_mode=True,
+                max_new_tokens=4,
+                do_sample=s["do_sample"],
+                top_k=s["top_k"],
+                top_p=s["top_p"],
+                temperature=s["temperature"],
+                repetition_penalty=s["repetition_penalty"],
+                subtalker_dosample=s["do_sample"],
+                subtalker_top_k=s["top_k"],
+                subtalker_top_p=s["top_p"],
+                subtalker_temperature=s["temperature"],
+            )
         talker_lists = [p for name, p in captured if name == talker_cls]
         cp_lists = [p for name, p in captured if name == cp_cls]
         assert len(talker_lists) == 1 and cp_lists, [name for name, _ in captured]
@@ -109,9 +129,15 @@ def main(argv: list[str]) -> int:
             scores = torch.from_numpy(row.astype(np.float32))[None]
             cp_rows.append(cp_list(ids, scores.clone())[0].numpy())
         outputs[f"cp_{index}"] = np.stack(cp_rows)
-        report.append({"settings": s, "talker": describe(talker_list), "code_predictor": describe(cp_list),
-                       "code_predictor_lists": len(cp_lists),
-                       "talker_input_ids_lengths_during_generate": talker_seen})
+        report.append(
+            {
+                "settings": s,
+                "talker": describe(talker_list),
+                "code_predictor": describe(cp_list),
+                "code_predictor_lists": len(cp_lists),
+                "talker_input_ids_lengths_during_generate": talker_seen,
+            }
+        )
     np.savez(out_path, **outputs)
     print(json.dumps(report))
     return 0

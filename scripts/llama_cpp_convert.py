@@ -45,8 +45,16 @@ def main() -> int:
     env.pop("NO_LOCAL_GGUF", None)
     for kind, extra in (("talker", []), ("mmproj", ["--mmproj"])):
         dest = out / f"{kind}-{args.type}.gguf"
-        cmd = [sys.executable, str(src / "convert_hf_to_gguf.py"), str(args.checkpoint), *extra,
-               "--outtype", args.type, "--outfile", str(dest)]
+        cmd = [
+            sys.executable,
+            str(src / "convert_hf_to_gguf.py"),
+            str(args.checkpoint),
+            *extra,
+            "--outtype",
+            args.type,
+            "--outfile",
+            str(dest),
+        ]
         r = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True)
         if r.returncode != 0 or not dest.is_file():
             sys.stderr.write(r.stdout[-4000:] + r.stderr[-8000:])

@@ -30,8 +30,14 @@ import urllib.request
 import numpy as np
 import soundfile
 
-TEXTS = ["Hello there.", "Bonjour ! Le 14 juillet 1789, à Paris.", "How are you today?", "今天天气很好。",
-         "One, two, three, four.", "The quick brown fox jumps over the lazy dog."]
+TEXTS = [
+    "Hello there.",
+    "Bonjour ! Le 14 juillet 1789, à Paris.",
+    "How are you today?",
+    "今天天气很好。",
+    "One, two, three, four.",
+    "The quick brown fox jumps over the lazy dog.",
+]
 FORMATS = ["pcm", "wav", "flac", "opus"]
 
 
@@ -80,10 +86,19 @@ def client_loop(url: str, rng: random.Random, stats: Stats, stop_at: float, budg
             budget[0] -= 1
         n += 1
         fmt, sse = rng.choice(FORMATS), rng.random() < 0.25
-        body = json.dumps({"model": "tts-1", "input": rng.choice(TEXTS), "voice": "alloy", "response_format": fmt,
-                           "stream_format": "sse" if sse else "audio", "seed": rng.randrange(1000)}).encode()
-        request = urllib.request.Request(url + "/v1/audio/speech", data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "model": "tts-1",
+                "input": rng.choice(TEXTS),
+                "voice": "alloy",
+                "response_format": fmt,
+                "stream_format": "sse" if sse else "audio",
+                "seed": rng.randrange(1000),
+            }
+        ).encode()
+        request = urllib.request.Request(
+            url + "/v1/audio/speech", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         start = time.perf_counter()
         try:
             with urllib.request.urlopen(request, timeout=600) as response:
@@ -132,9 +147,27 @@ def main() -> int:
     args = p.parse_args()
     seconds = min(args.seconds, 900.0)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "kazetts", "serve", "--model", args.model, "--host", "127.0.0.1",
-                               "--port", str(port), "--queue", str(args.queue), "--max-frames", str(args.max_frames),
-                               "--threads", str(args.threads)], stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kazetts",
+            "serve",
+            "--model",
+            args.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--queue",
+            str(args.queue),
+            "--max-frames",
+            str(args.max_frames),
+            "--threads",
+            str(args.threads),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -148,8 +181,10 @@ def main() -> int:
         stats, budget = Stats(), [args.max_requests]
         rss = [(0.0, rss_mb(server.pid))]
         start, stop_at = time.time(), time.time() + seconds
-        clients = [threading.Thread(target=client_loop, args=(url, random.Random(i), stats, stop_at, budget), daemon=True)
-                   for i in range(args.clients)]
+        clients = [
+            threading.Thread(target=client_loop, args=(url, random.Random(i), stats, stop_at, budget), daemon=True)
+            for i in range(args.clients)
+        ]
         for c in clients:
             c.start()
         while any(c.is_alive() for c in clients):
@@ -161,21 +196,33 @@ def main() -> int:
         server.terminate()
         server.wait(30)
     figures = {
-        "clients": args.clients, "seconds": round(time.time() - start, 1), "max_frames": args.max_frames,
-        "queue": args.queue, "served_complete": stats.served, "bad_audio": stats.bad_audio, "status": stats.status,
-        "queue_rejections": stats.rejected, "hung_up": stats.hung_up,
-        "first_audio_p50": pct(stats.first, 50), "first_audio_p95": pct(stats.first, 95),
-        "total_p50": pct(stats.total, 50), "total_p95": pct(stats.total, 95),
-        "rss_mb": [(round(t), round(m, 1)) for t, m in rss], "server_queue_after": health["queue"],
-        "server_cancelled": next((float(l.split()[1]) for l in metrics.splitlines()
-                                  if l.startswith("kazetts_cancelled_total")), None),
+        "clients": args.clients,
+        "seconds": round(time.time() - start, 1),
+        "max_frames": args.max_frames,
+        "queue": args.queue,
+        "served_complete": stats.served,
+        "bad_audio": stats.bad_audio,
+        "status": stats.status,
+        "queue_rejections": stats.rejected,
+        "hung_up": stats.hung_up,
+        "first_audio_p50": pct(stats.first, 50),
+        "first_audio_p95": pct(stats.first, 95),
+        "total_p50": pct(stats.total, 50),
+        "total_p95": pct(stats.total, 95),
+        "rss_mb": [(round(t), round(m, 1)) for t, m in rss],
+        "server_queue_after": health["queue"],
+        "server_cancelled": next(
+            (float(l.split()[1]) for l in metrics.splitlines() if l.startswith("kazetts_cancelled_total")), None
+        ),
     }
-    print(f"| clients | seconds | served (complete) | bad audio | statuses | 429 | hung up | first audio p50/p95 s "
-          f"| total p50/p95 s | RSS MB first/max/last |\n|---|---|---|---|---|---|---|---|---|---|\n"
-          f"| {args.clients} | {figures['seconds']} | {stats.served} | {stats.bad_audio} | {stats.status} | "
-          f"{stats.rejected} | {stats.hung_up} | {figures['first_audio_p50']:.2f} / {figures['first_audio_p95']:.2f} | "
-          f"{figures['total_p50']:.2f} / {figures['total_p95']:.2f} | {rss[0][1]:.0f} / "
-          f"{max(m for _, m in rss):.0f} / {rss[-1][1]:.0f} |")
+    print(
+        f"| clients | seconds | served (complete) | bad audio | statuses | 429 | hung up | first audio p50/p95 s "
+        f"| total p50/p95 s | RSS MB first/max/last |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| {args.clients} | {figures['seconds']} | {stats.served} | {stats.bad_audio} | {stats.status} | "
+        f"{stats.rejected} | {stats.hung_up} | {figures['first_audio_p50']:.2f} / {figures['first_audio_p95']:.2f} | "
+        f"{figures['total_p50']:.2f} / {figures['total_p95']:.2f} | {rss[0][1]:.0f} / "
+        f"{max(m for _, m in rss):.0f} / {rss[-1][1]:.0f} |"
+    )
     print("RSS over time (s, MB): " + ", ".join(f"{t:.0f}:{m:.0f}" for t, m in rss))
     if args.json:
         with open(args.json, "w") as f:

@@ -83,13 +83,19 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--api-key", default=None)
     args = p.parse_args()
-    start = {k: v for k, v in (("voice", args.voice), ("language", args.language), ("seed", args.seed)) if v is not None}
+    start = {
+        k: v for k, v in (("voice", args.voice), ("language", args.language), ("seed", args.seed)) if v is not None
+    }
     pieces = words(args.text, args.delay) if args.text is not None else stdin_lines()
     figures = asyncio.run(speak(args.url, pieces, args.output, start, args.api_key))
     first = figures["first_audio"]
-    print(f"{args.output}: first audio after {first['seconds']:.2f} s, when {first['pieces_sent']} of "
-          f"{figures['pieces_sent']} pieces were sent; done in {figures['seconds']:.2f} s" if first else
-          f"{args.output}: no audio", file=sys.stderr)
+    print(
+        f"{args.output}: first audio after {first['seconds']:.2f} s, when {first['pieces_sent']} of "
+        f"{figures['pieces_sent']} pieces were sent; done in {figures['seconds']:.2f} s"
+        if first
+        else f"{args.output}: no audio",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -24,8 +24,11 @@ def pytest_sessionstart(session):
     base = pathlib.Path(session.config.option.basetemp or tempfile.gettempdir())
     free = shutil.disk_usage(base).free / 2**30
     if free < NEEDS_FREE_GB:
-        pytest.exit(f"only {free:.1f} GB free on the disk of {base}; the tests need about {NEEDS_FREE_GB} GB: "
-                    "free some space (old runs: rm -rf /tmp/pytest-of-$USER) and run again", returncode=2)
+        pytest.exit(
+            f"only {free:.1f} GB free on the disk of {base}; the tests need about {NEEDS_FREE_GB} GB: "
+            "free some space (old runs: rm -rf /tmp/pytest-of-$USER) and run again",
+            returncode=2,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -36,10 +39,17 @@ def ref_python() -> pathlib.Path:
     return REF_PYTHON
 
 
-def run_script(python: pathlib.Path | str, script: str, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+def run_script(
+    python: pathlib.Path | str, script: str, *args: str, timeout: float = 1800
+) -> subprocess.CompletedProcess:
     """Run scripts/<script> with the given interpreter; output is captured as text."""
-    return subprocess.run([str(python), str(REPO / "scripts" / script), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [str(python), str(REPO / "scripts" / script), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -98,15 +108,22 @@ def rewrite_gguf(src, out, drop=lambda key: False, data=lambda tensor: tensor.da
 def golden_request(manifest: dict, arrays: dict) -> dict:
     """The synthesis options (engine keyword arguments) that reproduce a golden case greedily."""
     case = manifest["case"]
-    return dict(speaker=case["speaker"], language=case["language"], instruct=case["instruct"],
-                speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"],
-                greedy=True, max_frames=case["max_new_tokens"] - 1)
+    return dict(
+        speaker=case["speaker"],
+        language=case["language"],
+        instruct=case["instruct"],
+        speaker_embedding=arrays.get("xvector"),
+        text_streaming=not case["non_streaming"],
+        greedy=True,
+        max_frames=case["max_new_tokens"] - 1,
+    )
 
 
 @pytest.fixture(scope="session")
 def mmproj_layout(tiny_gguf):
     """The tiny F32 mmproj as an editable GGUFLayout, for crafting bad files (see `edited`)."""
     from kazetts.validation.gguf_edit import GGUFLayout
+
     return GGUFLayout.read(tiny_gguf("tiny", "custom_voice", "f32", 0)[1])
 
 

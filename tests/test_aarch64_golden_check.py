@@ -17,8 +17,13 @@ import pytest
 from conftest import DUMPS, REPO, run_script
 
 CASE = "cv_english_stream"
-LLAMA_SRC = (pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts"))
-             / "src" / f"llama_cpp_python-{llama_cpp.__version__}" / "vendor" / "llama.cpp")
+LLAMA_SRC = (
+    pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts"))
+    / "src"
+    / f"llama_cpp_python-{llama_cpp.__version__}"
+    / "vendor"
+    / "llama.cpp"
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +32,21 @@ def golden_check(tmp_path_factory) -> pathlib.Path:
         pytest.skip(f"llama.cpp sources missing ({LLAMA_SRC}): run `make llama-src`")
     build = tmp_path_factory.mktemp("golden-check-build")
     lib_dir = pathlib.Path(llama_cpp.__file__).parent / "lib"
-    subprocess.run(["cmake", "-S", REPO / "native", "-B", build, "-DKAZETTS_GOLDEN_CHECK=ON",
-                    f"-DGGML_INCLUDE_DIR={LLAMA_SRC / 'ggml' / 'include'}", f"-DLLAMA_INCLUDE_DIR={LLAMA_SRC / 'include'}",
-                    f"-DGGML_LIB_DIR={lib_dir}"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            REPO / "native",
+            "-B",
+            build,
+            "-DKAZETTS_GOLDEN_CHECK=ON",
+            f"-DGGML_INCLUDE_DIR={LLAMA_SRC / 'ggml' / 'include'}",
+            f"-DLLAMA_INCLUDE_DIR={LLAMA_SRC / 'include'}",
+            f"-DGGML_LIB_DIR={lib_dir}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(["cmake", "--build", build, "-j2"], check=True, capture_output=True)
     return build / "tests" / "golden_check"
 
@@ -57,9 +74,14 @@ def test_passes_on_goldens_and_fails_on_corrupted_ones(golden_check, tmp_path):
     intact = [line for line in lines if line.startswith(("PASS intact", "FAIL intact"))]
     failed = {line.split(":")[0] for line in lines if line.startswith("FAIL corrupted")}
     assert len(intact) == 9 and all(line.startswith("PASS") for line in intact)
-    assert failed == {"FAIL corrupted code predictor codes", "FAIL corrupted code predictor embedding sum",
-                      "FAIL corrupted codec f32", "FAIL corrupted codec f16", "FAIL corrupted talker hidden and logits",
-                      "FAIL corrupted engine codes"}
+    assert failed == {
+        "FAIL corrupted code predictor codes",
+        "FAIL corrupted code predictor embedding sum",
+        "FAIL corrupted codec f32",
+        "FAIL corrupted codec f16",
+        "FAIL corrupted talker hidden and logits",
+        "FAIL corrupted engine codes",
+    }
     assert run.returncode == 1
 
 

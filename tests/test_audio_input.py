@@ -59,18 +59,21 @@ def test_flac_and_ogg_files_are_read(tmp_path):
         assert len(out) == 24000 and abs(peak_hz(out, 24000) - 440) < 2
 
 
-@pytest.mark.parametrize("audio, sr, message", [
-    (np.zeros(0, np.float32), 24000, "empty"),
-    (np.zeros(48000, np.float32), 24000, "silent"),
-    (np.full(48000, 1e-5, np.float32), 24000, "silent"),
-    (np.where(np.arange(48000) == 7, np.nan, 0.1).astype(np.float32), 24000, "NaN or infinite"),
-    (np.where(np.arange(48000) == 7, np.inf, 0.1).astype(np.float32), 24000, "NaN or infinite"),
-    (tone(61.0, 8000), 8000, "at most 60 s"),
-    (np.zeros((2, 48000), np.float32), 24000, "48000 channels"),
-    (np.zeros((4, 4, 4), np.float32), 24000, "must be \\[samples\\]"),
-    (np.full(10, 0.5, np.float32), 1, "a sample rate of 1 Hz is too low to clone a voice from"),
-    (tone(2.0, 7999), 7999, "at least 8000 Hz"),
-])
+@pytest.mark.parametrize(
+    "audio, sr, message",
+    [
+        (np.zeros(0, np.float32), 24000, "empty"),
+        (np.zeros(48000, np.float32), 24000, "silent"),
+        (np.full(48000, 1e-5, np.float32), 24000, "silent"),
+        (np.where(np.arange(48000) == 7, np.nan, 0.1).astype(np.float32), 24000, "NaN or infinite"),
+        (np.where(np.arange(48000) == 7, np.inf, 0.1).astype(np.float32), 24000, "NaN or infinite"),
+        (tone(61.0, 8000), 8000, "at most 60 s"),
+        (np.zeros((2, 48000), np.float32), 24000, "48000 channels"),
+        (np.zeros((4, 4, 4), np.float32), 24000, "must be \\[samples\\]"),
+        (np.full(10, 0.5, np.float32), 1, "a sample rate of 1 Hz is too low to clone a voice from"),
+        (tone(2.0, 7999), 7999, "at least 8000 Hz"),
+    ],
+)
 def test_unusable_audio_is_a_one_line_error(audio, sr, message):
     with pytest.raises(ValueError, match=message) as info:
         audio_input.reference_audio((audio, sr), MIN)
@@ -101,12 +104,15 @@ def test_sixty_seconds_are_taken_and_clipping_warns():
         audio_input.reference_audio((tone(1.0, 24000, amplitude=1.5), 24000), MIN)
 
 
-@pytest.mark.parametrize("source, error, message", [
-    (np.zeros(100, np.float32), ValueError, "path or an \\(array, sample_rate\\) tuple"),
-    ((np.zeros(100, np.float32), 0), ValueError, "positive integer"),
-    ((np.zeros(100, np.float32), 16000.5), ValueError, "positive integer"),
-    ("/nonexistent/ref.wav", FileNotFoundError, "no such audio file"),
-])
+@pytest.mark.parametrize(
+    "source, error, message",
+    [
+        (np.zeros(100, np.float32), ValueError, "path or an \\(array, sample_rate\\) tuple"),
+        ((np.zeros(100, np.float32), 0), ValueError, "positive integer"),
+        ((np.zeros(100, np.float32), 16000.5), ValueError, "positive integer"),
+        ("/nonexistent/ref.wav", FileNotFoundError, "no such audio file"),
+    ],
+)
 def test_bad_sources_name_the_argument(source, error, message):
     with pytest.raises(error, match=message):
         audio_input.reference_audio(source, MIN)

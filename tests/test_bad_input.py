@@ -44,6 +44,7 @@ def _audio(result) -> None:
 
 # -- API ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("out_type", ["f32", "f16", "q8_0"])
 def test_rows_of_no_ids_is_an_empty_table(tiny_gguf, out_type):
     """A one-token text in streaming mode asks for the rows of no text ids."""
@@ -72,25 +73,36 @@ def test_control_characters_and_long_text_give_audio(engines):
     assert first.frames == 1 and len(first.audio) == 1920 - CROSSFADE_SAMPLES and np.isfinite(first.audio).all()
 
 
-@pytest.mark.parametrize("model_type, request_, message", [
-    ("custom_voice", {"text": ""}, "empty text"),
-    ("custom_voice", {"text": " \n\t "}, "empty text"),
-    ("custom_voice", {"text": None}, "text must be a string"),
-    ("custom_voice", {"speaker": "nobody"}, r"unknown speaker 'nobody'; choose one of \['aiden'"),
-    ("custom_voice", {"speaker": "vivian", "language": "klingon"}, r"unknown language 'klingon'; choose one of \['auto'"),
-    ("custom_voice", {}, r"needs a speaker; choose one of \['aiden'"),
-    ("custom_voice", {"speaker": "vivian", "max_frames": 0}, "max_frames must be >= 1, got 0"),
-    ("custom_voice", {"speaker": "vivian", "seed": -1}, r"seed must be 0\.\.9223372036854775807, got -1"),
-    ("custom_voice", {"speaker": "vivian", "chunk_frames": 0}, "chunk_frames must be >= 1"),
-    ("voice_design", {}, "needs an instruct"),
-    ("voice_design", {"instruct": "calm", "speaker": "vivian"}, "unknown speaker .vivian.; choose one of none"),
-    ("voice_design", {"instruct": "calm", "speaker_embedding": np.ones(64, np.float32)}, "takes no speaker"),
-    ("base", {}, "needs a speaker_embedding"),
-    ("base", {"speaker_embedding": np.ones(64, np.float32), "instruct": "calm"}, "does not take an instruct"),
-    ("base", {"speaker_embedding": np.full(64, np.nan, np.float32)}, "NaN or infinite"),
-    ("base", {"speaker_embedding": np.ones((1, 64), np.float32)}, r"has shape \[1, 64\]; this model needs 64 values"),
-    ("base", {"speaker_embedding": np.ones(63, np.float32)}, "has 63 values; this model needs 64"),
-])
+@pytest.mark.parametrize(
+    "model_type, request_, message",
+    [
+        ("custom_voice", {"text": ""}, "empty text"),
+        ("custom_voice", {"text": " \n\t "}, "empty text"),
+        ("custom_voice", {"text": None}, "text must be a string"),
+        ("custom_voice", {"speaker": "nobody"}, r"unknown speaker 'nobody'; choose one of \['aiden'"),
+        (
+            "custom_voice",
+            {"speaker": "vivian", "language": "klingon"},
+            r"unknown language 'klingon'; choose one of \['auto'",
+        ),
+        ("custom_voice", {}, r"needs a speaker; choose one of \['aiden'"),
+        ("custom_voice", {"speaker": "vivian", "max_frames": 0}, "max_frames must be >= 1, got 0"),
+        ("custom_voice", {"speaker": "vivian", "seed": -1}, r"seed must be 0\.\.9223372036854775807, got -1"),
+        ("custom_voice", {"speaker": "vivian", "chunk_frames": 0}, "chunk_frames must be >= 1"),
+        ("voice_design", {}, "needs an instruct"),
+        ("voice_design", {"instruct": "calm", "speaker": "vivian"}, "unknown speaker .vivian.; choose one of none"),
+        ("voice_design", {"instruct": "calm", "speaker_embedding": np.ones(64, np.float32)}, "takes no speaker"),
+        ("base", {}, "needs a speaker_embedding"),
+        ("base", {"speaker_embedding": np.ones(64, np.float32), "instruct": "calm"}, "does not take an instruct"),
+        ("base", {"speaker_embedding": np.full(64, np.nan, np.float32)}, "NaN or infinite"),
+        (
+            "base",
+            {"speaker_embedding": np.ones((1, 64), np.float32)},
+            r"has shape \[1, 64\]; this model needs 64 values",
+        ),
+        ("base", {"speaker_embedding": np.ones(63, np.float32)}, "has 63 values; this model needs 64"),
+    ],
+)
 def test_bad_requests_are_value_errors_before_any_compute(engines, model_type, request_, message):
     tts = engines(model_type)
     request_ = {"text": "Hello there.", **request_}
@@ -150,18 +162,27 @@ def _token_twice(talker, path):
     data = bytearray(talker.read_bytes())
     places, pos = [], kv.value_pos + 12  # element type (4 bytes), count (8), then (length, bytes) each
     while len(places) < 2000:
-        n = int.from_bytes(data[pos:pos + 8], "little")
+        n = int.from_bytes(data[pos : pos + 8], "little")
         places.append((pos + 8, n))
         pos += 8 + n
     (a, n) = places[100]
     b = next(at for at, m in places[101:] if m == n)
-    data[b:b + n] = data[a:a + n]
+    data[b : b + n] = data[a : a + n]
     path.write_bytes(bytes(data))
     return path
 
 
-BAD_FILES = ["truncated talker", "truncated mmproj", "corrupted talker", "corrupted mmproj", "mmproj as talker",
-             "talker as mmproj", "llama model as talker", "not a GGUF", "token twice in talker"]
+BAD_FILES = [
+    "truncated talker",
+    "truncated mmproj",
+    "corrupted talker",
+    "corrupted mmproj",
+    "mmproj as talker",
+    "talker as mmproj",
+    "llama model as talker",
+    "not a GGUF",
+    "token twice in talker",
+]
 
 
 @pytest.mark.parametrize("case", BAD_FILES)
@@ -195,8 +216,10 @@ def test_files_of_two_checkpoints_are_refused(tiny_gguf):
     from kazetts.engine.native_tts import NativeTTS
 
     talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
-    pairs = {"model type": (talker, tiny_gguf("tiny", "base", "f32")[1]),
-             "seed": (talker, tiny_gguf("tiny", "custom_voice", "f32", 1)[1])}
+    pairs = {
+        "model type": (talker, tiny_gguf("tiny", "base", "f32")[1]),
+        "seed": (talker, tiny_gguf("tiny", "custom_voice", "f32", 1)[1]),
+    }
     for what, (t, m) in pairs.items():
         for engine in (TTS, NativeTTS):
             with pytest.raises(kazetts.KazettsError, match="come from two different checkpoints") as error:
@@ -223,13 +246,19 @@ def test_files_of_two_models_are_refused_by_width_without_fingerprints(tiny_gguf
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
     _, other = tiny_gguf("tiny-proj", "custom_voice", "f32")  # its code predictor takes 96-wide states
     anonymous = tmp_path / "anonymous-mmproj-f32.gguf"
-    rewrite_gguf(other, anonymous, drop=lambda key: key in ("kazetts.checkpoint_sha256", "kazetts.model_type")
-                 or key.startswith("kazetts.source_sha256."))
+    rewrite_gguf(
+        other,
+        anonymous,
+        drop=lambda key: (
+            key in ("kazetts.checkpoint_sha256", "kazetts.model_type") or key.startswith("kazetts.source_sha256.")
+        ),
+    )
     with pytest.raises(kazetts.ModelFileError, match="does not belong to the talker"):
         TTS(str(talker), str(anonymous), threads=1)
 
 
 # -- one request at a time, deterministic release ------------------------------------------------
+
 
 def test_a_second_concurrent_stream_is_refused(engines):
     tts = engines()
@@ -280,9 +309,11 @@ def test_close_and_with_free_native_memory(models):
 
 # -- command line ---------------------------------------------------------------------------------
 
+
 def kazetts_cli(*args, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO,
-                          timeout=600, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO, timeout=600, input=stdin
+    )
 
 
 @pytest.fixture(scope="module")
@@ -290,7 +321,13 @@ def model_dirs(models, bad_files, tmp_path_factory):
     """Model directories for --model: the good one, and one per broken file."""
     root = tmp_path_factory.mktemp("model-dirs")
     dirs = {"good": models()[0].parent}
-    for case in ("truncated talker", "truncated mmproj", "corrupted talker", "corrupted mmproj", "token twice in talker"):
+    for case in (
+        "truncated talker",
+        "truncated mmproj",
+        "corrupted talker",
+        "corrupted mmproj",
+        "token twice in talker",
+    ):
         d = root / case.replace(" ", "-")
         d.mkdir()
         for kind, path in zip(("talker", "mmproj"), bad_files[case]):
@@ -307,24 +344,29 @@ def model_dirs(models, bad_files, tmp_path_factory):
 SAY = ["Hello there.", "--speaker", "vivian", "--greedy", "--max-frames", "3"]
 
 
-@pytest.mark.parametrize("args, message", [
-    ([*SAY, "--threads", "0"], "argument --threads: must be 1..512, got 0"),
-    ([*SAY, "--threads", "10000"], "argument --threads: must be 1..512, got 10000"),
-    ([*SAY, "--threads", "two"], "argument --threads: must be an integer 1..512, got 'two'"),
-    ([*SAY, "--seed", "-3"], "argument --seed: must be 0..9223372036854775807, got -3"),
-    ([*SAY[:-1], "0"], "argument --max-frames: must be >= 1, got 0"),
-    (["", "--speaker", "vivian"], "empty text"),
-    (["Hello", "--speaker", "nobody"], "unknown speaker 'nobody'; choose one of ['aiden'"),
-    (["Hello", "--speaker", "vivian", "--language", "klingon"], "unknown language 'klingon'"),
-    (["Hello"], "needs a speaker; choose one of"),
-    (["Hello", "--text-file", "x.txt", "--speaker", "vivian"], "not both"),
-    (["--speaker", "vivian"], "no text"),
-    (["Hello", "--speaker-embedding", "README.md"], "--speaker-embedding README.md: not a .npy array"),
-    (["Hello", "--no-such-option"], "unrecognized arguments: --no-such-option"),
-    (["--text-file", "missing.txt", "--speaker", "vivian"], "--text-file missing.txt: No such file or directory"),
-    (["--text-file", "tests/fixtures/latin1.txt", "--speaker", "vivian"],
-     "--text-file tests/fixtures/latin1.txt is not UTF-8 text (byte 0xe9 at position 3); save it as UTF-8"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([*SAY, "--threads", "0"], "argument --threads: must be 1..512, got 0"),
+        ([*SAY, "--threads", "10000"], "argument --threads: must be 1..512, got 10000"),
+        ([*SAY, "--threads", "two"], "argument --threads: must be an integer 1..512, got 'two'"),
+        ([*SAY, "--seed", "-3"], "argument --seed: must be 0..9223372036854775807, got -3"),
+        ([*SAY[:-1], "0"], "argument --max-frames: must be >= 1, got 0"),
+        (["", "--speaker", "vivian"], "empty text"),
+        (["Hello", "--speaker", "nobody"], "unknown speaker 'nobody'; choose one of ['aiden'"),
+        (["Hello", "--speaker", "vivian", "--language", "klingon"], "unknown language 'klingon'"),
+        (["Hello"], "needs a speaker; choose one of"),
+        (["Hello", "--text-file", "x.txt", "--speaker", "vivian"], "not both"),
+        (["--speaker", "vivian"], "no text"),
+        (["Hello", "--speaker-embedding", "README.md"], "--speaker-embedding README.md: not a .npy array"),
+        (["Hello", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        (["--text-file", "missing.txt", "--speaker", "vivian"], "--text-file missing.txt: No such file or directory"),
+        (
+            ["--text-file", "tests/fixtures/latin1.txt", "--speaker", "vivian"],
+            "--text-file tests/fixtures/latin1.txt is not UTF-8 text (byte 0xe9 at position 3); save it as UTF-8",
+        ),
+    ],
+)
 def test_cli_bad_requests_are_one_line_and_write_nothing(model_dirs, tmp_path, args, message):
     out = tmp_path / "out.wav"
     out.write_bytes(b"previous output")
@@ -333,11 +375,17 @@ def test_cli_bad_requests_are_one_line_and_write_nothing(model_dirs, tmp_path, a
     assert out.read_bytes() == b"previous output" and sorted(tmp_path.iterdir()) == [out]
 
 
-@pytest.mark.parametrize("case, message", [
-    ("truncated talker", "t-talker"), ("truncated mmproj", "mmproj"), ("corrupted talker", "talker"),
-    ("corrupted mmproj", "mmproj"), ("misnamed mmproj", "exactly one *-mmproj-*.gguf"),
-    ("token twice in talker", "the vocabulary is damaged"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("truncated talker", "t-talker"),
+        ("truncated mmproj", "mmproj"),
+        ("corrupted talker", "talker"),
+        ("corrupted mmproj", "mmproj"),
+        ("misnamed mmproj", "exactly one *-mmproj-*.gguf"),
+        ("token twice in talker", "the vocabulary is damaged"),
+    ],
+)
 def test_cli_bad_files_are_one_line_and_write_nothing(model_dirs, tmp_path, case, message):
     out = tmp_path / "out.wav"
     out.write_bytes(b"previous output")
@@ -363,7 +411,9 @@ def test_cli_reads_text_from_stdin_and_file_and_replaces_the_output(model_dirs, 
     from_stdin = out.read_bytes()
     assert from_stdin.startswith(b"RIFF") and sorted(tmp_path.iterdir()) == [out]
     (tmp_path / "text.txt").write_text("你好", encoding="utf-8")
-    result = kazetts_cli("say", "--text-file", tmp_path / "text.txt", *SAY[1:], "-o", out, "--model", model_dirs["good"])
+    result = kazetts_cli(
+        "say", "--text-file", tmp_path / "text.txt", *SAY[1:], "-o", out, "--model", model_dirs["good"]
+    )
     assert result.returncode == 0, result.stderr.decode()
     assert out.read_bytes() == from_stdin, "the same text the same way gives the same greedy audio"
 

@@ -47,19 +47,38 @@ def test_llama_tts_without_timings_is_an_error():
 
 
 def _row(engine, **seconds):
-    row = {"engine": engine, "weights": "q8_0", "threads": 2, "frames": 10, "load_s": 1.0, "audio_s": 0.8,
-           "prefill_s": 0.2, "talker_s": 0.5, "code_predictor_s": 0.4, "codec_s": 0.3, "first_audio_s": 0.3,
-           "request_s": 1.5, "peak_rss_mb": 1000.0, "load_peak_rss_mb": 900.0}
+    row = {
+        "engine": engine,
+        "weights": "q8_0",
+        "threads": 2,
+        "frames": 10,
+        "load_s": 1.0,
+        "audio_s": 0.8,
+        "prefill_s": 0.2,
+        "talker_s": 0.5,
+        "code_predictor_s": 0.4,
+        "codec_s": 0.3,
+        "first_audio_s": 0.3,
+        "request_s": 1.5,
+        "peak_rss_mb": 1000.0,
+        "load_peak_rss_mb": 900.0,
+    }
     row.update(seconds)
     return row
 
 
 def test_native_engine_rows_are_held_against_the_python_engine():
-    rows = [_row("kazetts"), _row("kazetts-native", talker_s=0.4, request_s=1.2), _row("llama-tts", talker_s=None),
-            _row("kazetts-native", threads=1)]
+    rows = [
+        _row("kazetts"),
+        _row("kazetts-native", talker_s=0.4, request_s=1.2),
+        _row("llama-tts", talker_s=None),
+        _row("kazetts-native", threads=1),
+    ]
     ratios = bench_report.ratio_table(rows).splitlines()[2:]
-    assert [line.split(" | ")[0] for line in ratios] == ["| kazetts q8_0 t2 / llama-tts q8_0 t2",
-                                                          "| kazetts-native q8_0 t2 / kazetts q8_0 t2"]
+    assert [line.split(" | ")[0] for line in ratios] == [
+        "| kazetts q8_0 t2 / llama-tts q8_0 t2",
+        "| kazetts-native q8_0 t2 / kazetts q8_0 t2",
+    ]
     assert "| 0.80 |" in ratios[1]  # talker: 0.4 / 0.5
     target = bench_report.targets(rows)[-1]
     assert target.startswith("- native engine no slower than the Python engine") and target.endswith(": met")
@@ -68,15 +87,20 @@ def test_native_engine_rows_are_held_against_the_python_engine():
 
 
 def test_a_repeated_row_is_its_run_of_median_request_time():
-    runs = [_row("kazetts", request_s=1.5, codec_s=0.3, peak_rss_mb=990.0, forced_cp_equal=0.9),
-            _row("kazetts", request_s=1.1, codec_s=0.1, peak_rss_mb=1010.0),
-            _row("kazetts", request_s=1.3, codec_s=0.35, peak_rss_mb=980.0)]
+    runs = [
+        _row("kazetts", request_s=1.5, codec_s=0.3, peak_rss_mb=990.0, forced_cp_equal=0.9),
+        _row("kazetts", request_s=1.1, codec_s=0.1, peak_rss_mb=1010.0),
+        _row("kazetts", request_s=1.3, codec_s=0.35, peak_rss_mb=980.0),
+    ]
     row = bench.median_run(runs)
     assert (row["request_s"], row["codec_s"]) == (1.3, 0.35)  # one run's figures, not each figure's median
     assert row["peak_rss_mb"] == 1010.0 and row["request_s_runs"] == [1.5, 1.1, 1.3]
     assert row["forced_cp_equal"] == 0.9  # the teacher-forced shares come from the first run only
     assert runs[2]["peak_rss_mb"] == 980.0  # the runs themselves are left as they were
-    assert bench_report.spread([row]) == ["End to end ms/frame over the runs, lowest-highest: kazetts q8_0 t2 110.0-150.0.", ""]
+    assert bench_report.spread([row]) == [
+        "End to end ms/frame over the runs, lowest-highest: kazetts q8_0 t2 110.0-150.0.",
+        "",
+    ]
     assert bench.median_run([runs[0]]) is runs[0] and bench_report.spread([runs[0]]) == []
     failed = _row("kazetts", error="exit status 1")
     assert bench.median_run([runs[0], failed, runs[1]]) is failed
@@ -90,8 +114,14 @@ def test_repeated_rounds_start_one_run_later():
 def _args(*argv):
     import argparse
 
-    a = argparse.Namespace(threads=[2], models=["base"], engines=bench.ENGINES, weights=["q8_0"], variants=[],
-                           kazetts_prompts=bench_report.PROMPTS)
+    a = argparse.Namespace(
+        threads=[2],
+        models=["base"],
+        engines=bench.ENGINES,
+        weights=["q8_0"],
+        variants=[],
+        kazetts_prompts=bench_report.PROMPTS,
+    )
     for key, value in zip(argv[::2], argv[1::2]):
         setattr(a, key, value)
     return a
@@ -100,7 +130,7 @@ def _args(*argv):
 def test_variants_run_on_the_kazetts_engines_beside_f32():
     runs = bench.plan(_args("variants", ["q4_k_m/q8_0"], "models", ["base", "custom_voice"]))
     kazetts = [(m, e, w, p) for _, m, e, w, p in runs if e in bench.WORKERS]
-    assert ("base", "kazetts", "f32", "non-streaming") in kazetts          # the codes the variants are held to
+    assert ("base", "kazetts", "f32", "non-streaming") in kazetts  # the codes the variants are held to
     assert ("base", "kazetts", "q4_k_m/q8_0", "non-streaming") in kazetts
     assert ("base", "kazetts", "q4_k_m/q8_0", "streaming") not in kazetts  # F32's codes: non-streaming only
     assert ("base", "kazetts", "q8_0", "streaming") in kazetts
@@ -124,8 +154,15 @@ def test_codes_are_held_against_f32(tmp_path):
     rows = []
     for weights, codes in (("f32", f32), ("q4_0", unlike), ("q8_0", f32[:3])):
         np.save(tmp_path / f"{weights}.npy", codes)
-        rows.append(_row("kazetts", weights=weights, prompt="non-streaming", model="base",
-                         codes_file=str(tmp_path / f"{weights}.npy")))
+        rows.append(
+            _row(
+                "kazetts",
+                weights=weights,
+                prompt="non-streaming",
+                model="base",
+                codes_file=str(tmp_path / f"{weights}.npy"),
+            )
+        )
     rows.append(_row("llama-tts", prompt="non-streaming", model="base"))
     rows[1].update(forced_cb0_equal=0.75, forced_cp_equal=0.9)
     rows[2]["forced_error"] = "exit status 1"
@@ -137,8 +174,12 @@ def test_codes_are_held_against_f32(tmp_path):
     assert rows[2]["codes_equal_f32"] == 48 / 64 and rows[2]["first_frame_unlike_f32"] == 3  # a missing frame differs
     assert "codes_equal_f32" not in rows[3]
     cells = [line.rsplit(" | ", 2)[-2:] for line in bench_report.table(rows).splitlines()[2:]]
-    assert cells == [["1000", "100.0% |"], ["1000", "98.4% (frame 2); forced 75.0% / 90.0% |"],
-                     ["1000", "75.0% (frame 3); forced: FAILED |"], ["1000", "n/a |"]]
+    assert cells == [
+        ["1000", "100.0% |"],
+        ["1000", "98.4% (frame 2); forced 75.0% / 90.0% |"],
+        ["1000", "75.0% (frame 3); forced: FAILED |"],
+        ["1000", "n/a |"],
+    ]
 
 
 def test_forced_agreement_counts_the_picks_against_the_forced_codes(tiny_gguf):
@@ -154,7 +195,10 @@ def test_forced_agreement_counts_the_picks_against_the_forced_codes(tiny_gguf):
         pass
     codes = np.asarray(codes, dtype=np.int32).reshape(-1, 16)
     assert len(codes) == 12
-    assert bench_kazetts.forced_agreement(tts, text, options, codes) == {"forced_cb0_equal": 1.0, "forced_cp_equal": 1.0}
+    assert bench_kazetts.forced_agreement(tts, text, options, codes) == {
+        "forced_cb0_equal": 1.0,
+        "forced_cp_equal": 1.0,
+    }
     other = codes.copy()
     other[:, 1:] = (other[:, 1:] + 1) % (codes.max() + 1)
     assert bench_kazetts.forced_agreement(tts, text, options, other)["forced_cp_equal"] < 0.1
@@ -193,8 +237,12 @@ def test_variant_files_are_quantized_from_f32_once(tiny_checkpoint, tiny_gguf, t
     from kazetts.gguf.header import GGUFHeader
 
     monkeypatch.setattr(bench_common, "CACHE", tmp_path)  # the session's tiny files, not the bench's cache
-    monkeypatch.setattr(bench_common, "checkpoint", lambda preset, model_type, seed: tiny_checkpoint(preset, model_type, seed))
-    monkeypatch.setattr(bench_common, "converted", lambda preset, t, model_type, seed: tiny_gguf(preset, model_type, t, seed))
+    monkeypatch.setattr(
+        bench_common, "checkpoint", lambda preset, model_type, seed: tiny_checkpoint(preset, model_type, seed)
+    )
+    monkeypatch.setattr(
+        bench_common, "converted", lambda preset, t, model_type, seed: tiny_gguf(preset, model_type, t, seed)
+    )
     talker, mmproj = bench.model_files("tiny", "q4_0/q8_0", "custom_voice", 0)
     assert talker.parent.parent == tmp_path and talker.name.endswith("-talker-q4_0.gguf")
     assert mmproj == tiny_gguf("tiny", "custom_voice", "q8_0")[1]
@@ -206,9 +254,21 @@ def test_variant_files_are_quantized_from_f32_once(tiny_checkpoint, tiny_gguf, t
 
 def _results(rows, **meta):
     """A run's JSON as scripts/bench.py writes it."""
-    m = {"date": "2026-12-03 12:37 UTC", "cpu": "AMD EPYC", "cores": 2, "commit": "c84e802", "preset": "0.6b",
-         "models": ["base"], "seed": 0, "frames": 10, "words": 20, "codec": "f16", "chunk_frames": 4, "reps": 1,
-         "load_average": [0.94, 1.79]}
+    m = {
+        "date": "2026-12-03 12:37 UTC",
+        "cpu": "AMD EPYC",
+        "cores": 2,
+        "commit": "c84e802",
+        "preset": "0.6b",
+        "models": ["base"],
+        "seed": 0,
+        "frames": 10,
+        "words": 20,
+        "codec": "f16",
+        "chunk_frames": 4,
+        "reps": 1,
+        "load_average": [0.94, 1.79],
+    }
     m.update(meta)
     return {"title": "kazetts vs llama-tts vs PyTorch, 0.6b, 10 frames", "meta": m, "rows": rows}
 
@@ -226,28 +286,38 @@ def test_a_full_run_is_recorded_as_data_not_appended_to_the_page():
     recipe = (REPO / "mk" / "bench.mk").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
     assert "--record docs/bench/runs" in recipe and "--chart docs/benchmarks.png" in recipe
     assert "benchmarks.md" not in recipe and "--report" not in recipe
-    usage = subprocess.run([sys.executable, str(REPO / "scripts" / "bench.py"), "--help"], capture_output=True,
-                           text=True, cwd=REPO)
+    usage = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--help"], capture_output=True, text=True, cwd=REPO
+    )
     assert usage.returncode == 0 and "--record DIR" in usage.stdout and "--report" not in usage.stdout
 
 
 def test_a_run_renders_from_its_json(tmp_path):
-    rows = [_row("kazetts", prompt="non-streaming"), _row("kazetts", prompt="streaming", first_audio_s=0.1),
-            _row("llama-tts", talker_s=None, code_predictor_s=None, talker_code_predictor_s=1.2, request_s=4.0),
-            _row("reference", weights="f32", request_s=6.0)]
+    rows = [
+        _row("kazetts", prompt="non-streaming"),
+        _row("kazetts", prompt="streaming", first_audio_s=0.1),
+        _row("llama-tts", talker_s=None, code_predictor_s=None, talker_code_predictor_s=1.2, request_s=4.0),
+        _row("reference", weights="f32", request_s=6.0),
+    ]
     results = _results(rows)
     older = bench.record(_results(rows, date="2026-12-02 09:00 UTC", commit="1a2b3c4"), tmp_path / "runs")
     path = bench.record(results, tmp_path / "runs")
     text = bench_report.report(results)
-    assert text.startswith("## 2026-12-03 12:37 UTC: AMD EPYC, 2 cores, commit c84e802\n\npreset `0.6b` (synthetic "
-                           "Base, seed 0), 10 frames (0.80 s of audio) of a 20-word French paragraph, greedy, ")
+    assert text.startswith(
+        "## 2026-12-03 12:37 UTC: AMD EPYC, 2 cores, commit c84e802\n\npreset `0.6b` (synthetic "
+        "Base, seed 0), 10 frames (0.80 s of audio) of a 20-word French paragraph, greedy, "
+    )
     assert "reference float32 SDPA; load average 0.94 before, 1.79 after.\n" in text
     for part in (bench_report.table(rows), bench_report.ratio_table(rows), "\n".join(bench_report.targets(rows))):
         assert part in text
     assert "- speed-up over llama-tts: 2.67 x (>= 3 x): MISSED" in text  # 400 / 150 ms/frame
     for arg, run in ((path, path), (older, older), (tmp_path / "runs", path)):  # a directory: its latest run
-        r = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_report.py"), str(arg)], capture_output=True,
-                           text=True, cwd=REPO)
+        r = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "bench_report.py"), str(arg)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
         assert r.returncode == 0 and run.name in r.stdout.splitlines()[0], r.stderr
         assert r.stdout.endswith(bench_report.report(json.loads(run.read_text())) + "\n")
     repeated = bench_report.report(_results(rows, preset="1.7b", reps=5, models=["base", "custom_voice"]))
@@ -260,8 +330,13 @@ def test_a_run_renders_from_its_json(tmp_path):
 
 def test_smoke_run(ref_python, tmp_path):
     out = tmp_path / "bench"
-    r = subprocess.run(["make", "--no-print-directory", "bench-smoke", f"BENCH_SMOKE_OUT={out}"],
-                       capture_output=True, text=True, cwd=REPO, timeout=3600)
+    r = subprocess.run(
+        ["make", "--no-print-directory", "bench-smoke", f"BENCH_SMOKE_OUT={out}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=3600,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     results = json.loads((out / "results.json").read_text())
     rows = results["rows"]
@@ -272,8 +347,9 @@ def test_smoke_run(ref_python, tmp_path):
         assert row["frames"] == frames and math.isclose(row["audio_s"], frames * 0.08, rel_tol=0.01), row
         figures = bench_report.figures(row)
         assert all(v is None or v > 0 for v in figures.values()), row
-        stages = row["prefill_s"] + sum(row.get(k) or 0.0 for k in
-                                        ("talker_s", "code_predictor_s", "talker_code_predictor_s", "codec_s"))
+        stages = row["prefill_s"] + sum(
+            row.get(k) or 0.0 for k in ("talker_s", "code_predictor_s", "talker_code_predictor_s", "codec_s")
+        )
         # the stages are parts of the request: together no longer than it (llama-tts rounds to 10 ms)
         assert 0 < stages <= row["request_s"] + 0.02, (stages, row)
     assert (out / "bench.png").stat().st_size > 10_000

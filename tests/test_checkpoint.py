@@ -20,17 +20,26 @@ from kazetts.synthetic.checkpoint import make_checkpoint, missing_files, to_bflo
 
 # Files of an official Qwen3-TTS 12 Hz checkpoint directory as the loaders read them
 # (tokenizer.json is the fast-tokenizer file the synthetic checkpoints also ship).
-OFFICIAL_FILES = sorted([
-    "config.json", "generation_config.json", "model.safetensors",
-    "tokenizer_config.json", "vocab.json", "merges.txt", "tokenizer.json",
-    "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors",
-    "speech_tokenizer/preprocessor_config.json",
-])
+OFFICIAL_FILES = sorted(
+    [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "vocab.json",
+        "merges.txt",
+        "tokenizer.json",
+        "speech_tokenizer/config.json",
+        "speech_tokenizer/model.safetensors",
+        "speech_tokenizer/preprocessor_config.json",
+    ]
+)
 MODEL_FILE = "model.safetensors"
 CODEC_FILE = "speech_tokenizer/model.safetensors"
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def file_list(root: pathlib.Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
@@ -53,7 +62,7 @@ def read_tensors(path: pathlib.Path) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         a, b = info["data_offsets"]
-        raw = data[start + a:start + b]
+        raw = data[start + a : start + b]
         if info["dtype"] == "BF16":
             values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
         elif info["dtype"] == "F32":
@@ -70,6 +79,7 @@ def bits_to_f32(bits) -> np.ndarray:
 
 # --------------------------------------------------------------------------- determinism, layout
 
+
 def test_same_seed_is_byte_identical_and_seed_changes_weights(tiny_checkpoint, tmp_path):
     first = tiny_checkpoint("tiny", "custom_voice", 0)
     again = tmp_path / "again"
@@ -85,7 +95,9 @@ def test_same_seed_is_byte_identical_and_seed_changes_weights(tiny_checkpoint, t
     assert (other / MODEL_FILE).read_bytes() != (first / MODEL_FILE).read_bytes()
     assert (other / CODEC_FILE).read_bytes() != (first / CODEC_FILE).read_bytes()
     assert (other / "config.json").read_bytes() == (first / "config.json").read_bytes()
-    assert (other / "speech_tokenizer/config.json").read_bytes() == (first / "speech_tokenizer/config.json").read_bytes()
+    assert (other / "speech_tokenizer/config.json").read_bytes() == (
+        first / "speech_tokenizer/config.json"
+    ).read_bytes()
     # Same names and shapes, different values in every (multi-element, random) tensor.
     a, b = read_tensors(first / MODEL_FILE), read_tensors(other / MODEL_FILE)
     assert a.keys() == b.keys()
@@ -111,13 +123,15 @@ def test_official_layout(tiny_checkpoint, tmp_path):
     for name in ("speech_tokenizer/model.safetensors", "vocab.json", "generation_config.json"):
         (copy / name).unlink()
         assert name in missing_files(copy)
-    assert sorted(missing_files(copy)) == sorted(["speech_tokenizer/model.safetensors", "vocab.json",
-                                                  "generation_config.json"])
+    assert sorted(missing_files(copy)) == sorted(
+        ["speech_tokenizer/model.safetensors", "vocab.json", "generation_config.json"]
+    )
     nothing = missing_files(tmp_path / "does-not-exist")
     assert set(OFFICIAL_FILES) - {"tokenizer.json"} <= set(nothing) <= set(OFFICIAL_FILES)
 
 
 # --------------------------------------------------------------------------- safetensors encoding
+
 
 def _check_header(path: pathlib.Path, specs: dict, dtype: str) -> None:
     header, start = read_header(path)
@@ -142,7 +156,10 @@ def _check_written_data(ckpt, dtype: str, seed: int):
     """Headers list every spec tensor with `dtype`; data are the drawn values (bf16: RNE-rounded)."""
     config = json.loads((ckpt / "config.json").read_text())
     codec = json.loads((ckpt / "speech_tokenizer/config.json").read_text())
-    for path, table in ((ckpt / MODEL_FILE, weights.model_specs(config)), (ckpt / CODEC_FILE, weights.codec_specs(codec))):
+    for path, table in (
+        (ckpt / MODEL_FILE, weights.model_specs(config)),
+        (ckpt / CODEC_FILE, weights.codec_specs(codec)),
+    ):
         _check_header(path, table, dtype)
         for name, values in read_tensors(path).items():
             shape, init = table[name]
@@ -167,25 +184,28 @@ def test_bad_dtype_is_rejected(tmp_path):
         make_checkpoint("tiny", tmp_path / "x", "custom_voice", 0, dtype="float16")
 
 
-@pytest.mark.parametrize("bits, expected", [
-    (0x3F800000, 0x3F80),  # 1.0
-    (0xC0200000, 0xC020),  # -2.5
-    (0x3F808000, 0x3F80),  # 1 + 2^-8: exactly halfway, ties to the even (lower) neighbour
-    (0x3F818000, 0x3F82),  # 1 + 3*2^-8: exactly halfway, ties to the even (upper) neighbour
-    (0xBF818000, 0xBF82),  # same, negative
-    (0x3F808001, 0x3F81),  # just above halfway: up
-    (0x3F807FFF, 0x3F80),  # just below halfway: down
-    (0x7F800000, 0x7F80),  # +inf
-    (0xFF800000, 0xFF80),  # -inf
-    (0x7F7FFFFF, 0x7F80),  # float32 max rounds past bf16 max: +inf
-    (0x00000001, 0x0000),  # smallest float32 subnormal (1.4e-45): +0
-    (0x80000001, 0x8000),  # its negative: -0
-    (0x00010000, 0x0001),  # smallest bf16 subnormal: exact
-    (0x00018000, 0x0002),  # subnormal halfway: ties to even
-    (0x00008000, 0x0000),  # subnormal halfway to the smallest: ties to even (zero)
-    (0x00000000, 0x0000),  # +0
-    (0x80000000, 0x8000),  # -0
-])
+@pytest.mark.parametrize(
+    "bits, expected",
+    [
+        (0x3F800000, 0x3F80),  # 1.0
+        (0xC0200000, 0xC020),  # -2.5
+        (0x3F808000, 0x3F80),  # 1 + 2^-8: exactly halfway, ties to the even (lower) neighbour
+        (0x3F818000, 0x3F82),  # 1 + 3*2^-8: exactly halfway, ties to the even (upper) neighbour
+        (0xBF818000, 0xBF82),  # same, negative
+        (0x3F808001, 0x3F81),  # just above halfway: up
+        (0x3F807FFF, 0x3F80),  # just below halfway: down
+        (0x7F800000, 0x7F80),  # +inf
+        (0xFF800000, 0xFF80),  # -inf
+        (0x7F7FFFFF, 0x7F80),  # float32 max rounds past bf16 max: +inf
+        (0x00000001, 0x0000),  # smallest float32 subnormal (1.4e-45): +0
+        (0x80000001, 0x8000),  # its negative: -0
+        (0x00010000, 0x0001),  # smallest bf16 subnormal: exact
+        (0x00018000, 0x0002),  # subnormal halfway: ties to even
+        (0x00008000, 0x0000),  # subnormal halfway to the smallest: ties to even (zero)
+        (0x00000000, 0x0000),  # +0
+        (0x80000000, 0x8000),  # -0
+    ],
+)
 def test_to_bfloat16_bits_round_to_nearest_even(bits, expected):
     got = to_bfloat16_bits(bits_to_f32([bits]))
     assert got.dtype == np.uint16
@@ -246,7 +266,11 @@ def test_every_tensor_exercised(tiny_checkpoint, model_type):
 
     usage = [n for n in codec if n.endswith(".cluster_usage")]
     sums = [n for n in codec if n.endswith((".embedding_sum", ".embed_sum"))]
-    assert len(usage) == len(sums) == codec_cfg["decoder_config"]["num_quantizers"] + codec_cfg["encoder_config"]["num_quantizers"]
+    assert (
+        len(usage)
+        == len(sums)
+        == codec_cfg["decoder_config"]["num_quantizers"] + codec_cfg["encoder_config"]["num_quantizers"]
+    )
     for name in usage:
         assert (codec[name] > 0).all(), f"{name} has non-positive usage (codebook = sum / usage)"
     for name in sums:  # (numpy's float32 normal sampler can return an exact 0.0, rarely)
@@ -300,6 +324,7 @@ def test_speakers_and_dialects(tiny_checkpoint):
 
 # --------------------------------------------------------------------------- CLI errors
 
+
 def _cli(*args: str):
     return run_script(sys.executable, "make_checkpoint.py", *args, timeout=120)
 
@@ -338,7 +363,9 @@ def test_cli_success(tmp_path):
 def test_cli_unwritable_output(tmp_path, where):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    out = {"under-a-file": blocker / "ckpt", "is-a-file": blocker, "proc": pathlib.Path("/proc/kazetts-test/ckpt")}[where]
+    out = {"under-a-file": blocker / "ckpt", "is-a-file": blocker, "proc": pathlib.Path("/proc/kazetts-test/ckpt")}[
+        where
+    ]
     if where == "proc" and not pathlib.Path("/proc/self").exists():
         pytest.skip("no /proc on this system")
     result = _cli("tiny", str(out), "-q")
@@ -351,6 +378,7 @@ def test_cli_unwritable_output(tmp_path, where):
 
 
 # --------------------------------------------------------------------------- reference environment
+
 
 @pytest.mark.reference
 def test_reference_shapes(ref_python):

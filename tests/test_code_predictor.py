@@ -47,6 +47,7 @@ def _cos(a, b):
 def _text_rows(manifest, arrays, tiny_checkpoint, key):
     from test_prompt import HFRows, _prompt_for
     from kazetts.stages.prompt import VoiceTable
+
     path = tiny_checkpoint(*key)
     rows = HFRows(path)
     voices = VoiceTable.from_hf_config(json.loads((path / "config.json").read_text()))
@@ -76,9 +77,11 @@ def test_greedy_f32_matches_reference(name, mmproj, tiny_checkpoint):
             want = arrays["talker_inputs"][f] - prompt.text_row(f)
             max_emb_diff = max(max_emb_diff, float(np.abs(emb - want).max()))
             assert np.array_equal(emb, cp.embed_codes(codes[f]))
-    print(f"{name}: {n_frames} frames, code mismatches {mismatches} (frame, codebook, logit margin); "
-          f"logits of {ref_logits.shape[0]} frames: min cosine {min_cos:.8f}, max abs diff {max_logit_diff:.2e}; "
-          f"embedding sum of {min(n_frames, n_inputs)} frames: max abs diff {max_emb_diff:.2e}")
+    print(
+        f"{name}: {n_frames} frames, code mismatches {mismatches} (frame, codebook, logit margin); "
+        f"logits of {ref_logits.shape[0]} frames: min cosine {min_cos:.8f}, max abs diff {max_logit_diff:.2e}; "
+        f"embedding sum of {min(n_frames, n_inputs)} frames: max abs diff {max_emb_diff:.2e}"
+    )
     assert not mismatches
     assert min_cos >= COSINE_MIN
     assert max_emb_diff <= EMB_TOL
@@ -111,9 +114,16 @@ def test_sampling_semantics_match_python_sampler(mmproj, temperature, top_k, top
     sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature, top_k, top_p, greedy=False))
     for f in range(4):
         seed = 100 + f
-        codes, _, logits = cp.predict(arrays["talker_hidden"][f], int(arrays["codes"][f, 0]), greedy=False,
-                                      temperature=temperature, top_k=top_k, top_p=top_p,
-                                      rng=np.random.default_rng(seed), return_logits=True)
+        codes, _, logits = cp.predict(
+            arrays["talker_hidden"][f],
+            int(arrays["codes"][f, 0]),
+            greedy=False,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            rng=np.random.default_rng(seed),
+            return_logits=True,
+        )
         rng = np.random.default_rng(seed)
         want = [sampler.choose(logits[g], rng) for g in range(15)]
         assert codes.tolist() == want
@@ -156,14 +166,20 @@ def test_quantized_weights_long_case(mmproj):
     _, arrays, key = _case("long_window")
     f32 = CodePredictor(mmproj(*key, "f32"), threads=2)
     results = {}
-    for label, path, weights in (("q8_0 file", mmproj(*key, "q8_0"), None), ("q8_0 at load", mmproj(*key, "f32"), "q8_0"),
-                                 ("f16 file", mmproj(*key, "f16"), None), ("f16 at load", mmproj(*key, "f32"), "f16"),
-                                 ("q4_0 at load", mmproj(*key, "f32"), "q4_0")):
+    for label, path, weights in (
+        ("q8_0 file", mmproj(*key, "q8_0"), None),
+        ("q8_0 at load", mmproj(*key, "f32"), "q8_0"),
+        ("f16 file", mmproj(*key, "f16"), None),
+        ("f16 at load", mmproj(*key, "f32"), "f16"),
+        ("q4_0 at load", mmproj(*key, "f32"), "q4_0"),
+    ):
         results[label] = _agreement(CodePredictor(path, threads=2, weights=weights), arrays, f32)
     for label, (ratio, total, flips) in results.items():
         worst = max((m for _, _, m, _ in flips), default=0.0)
-        print(f"long_window {label}: {ratio * 100:.2f}% of {total} codes identical to the F32 reference; "
-              f"{len(flips)}/{total // 15} frames differ, largest F32 margin at a first difference {worst:.4f}")
+        print(
+            f"long_window {label}: {ratio * 100:.2f}% of {total} codes identical to the F32 reference; "
+            f"{len(flips)}/{total // 15} frames differ, largest F32 margin at a first difference {worst:.4f}"
+        )
     for label in ("q8_0 file", "q8_0 at load", "f16 file", "f16 at load"):
         ratio, _, flips = results[label]
         assert ratio >= QUANT_MIN_AGREEMENT, label
@@ -227,8 +243,10 @@ def test_q8_kernel_against_ggml_kernel(mmproj, kernel):
             g = int(diff[0])
             top = np.sort(lb[g])[-2:]
             assert top[1] - top[0] <= 2 * float(np.abs(la[g] - lb[g]).max()), (f, g)
-    print(f"long_window q8_0, kazetts {kernel} kernel vs ggml's: {100 * same / codes[:, 1:].size:.2f}% of codes "
-          f"identical, first-step logits within 1e-5 on {exact_frames}/{codes.shape[0]} frames")
+    print(
+        f"long_window q8_0, kazetts {kernel} kernel vs ggml's: {100 * same / codes[:, 1:].size:.2f}% of codes "
+        f"identical, first-step logits within 1e-5 on {exact_frames}/{codes.shape[0]} frames"
+    )
     assert exact_frames >= codes.shape[0] // 2
 
 
@@ -252,8 +270,12 @@ def test_f16_ffn_down_never_overflows(mmproj, tmp_path):
     assert min(_cos(a, b) for a, b in zip(l16, l32)) > 0.999
     # the rule itself, whatever this CPU's F16 kernels do with large inputs: the F16 ffn_down
     # computes exactly as the same values stored in F32 do
-    widened = {n: a.astype(np.float16).astype(np.float32) if n.endswith("ffn_down.weight") else a for n, a in big.items()}
-    mixed = CodePredictor(_write(tmp_path / "mixed.gguf", widened, kv, f16=True, keep_f32=("ffn_down.weight",)), threads=1)
+    widened = {
+        n: a.astype(np.float16).astype(np.float32) if n.endswith("ffn_down.weight") else a for n, a in big.items()
+    }
+    mixed = CodePredictor(
+        _write(tmp_path / "mixed.gguf", widened, kv, f16=True, keep_f32=("ffn_down.weight",)), threads=1
+    )
     assert np.array_equal(mixed.predict(h, cb0, return_logits=True)[2], l16)
 
 
@@ -263,8 +285,10 @@ def test_auto_weights_quantize_the_converters_f32_ffn_down(mmproj):
     _, arrays, key = _case("cv_english_stream")
     path = mmproj(*key, "q8_0")
     h, cb0 = arrays["talker_hidden"][0], int(arrays["codes"][0, 0])
-    logits = {w: CodePredictor(path, threads=1, weights=w).predict(h, cb0, return_logits=True)[2]
-              for w in (None, "q8_0", "file")}
+    logits = {
+        w: CodePredictor(path, threads=1, weights=w).predict(h, cb0, return_logits=True)[2]
+        for w in (None, "q8_0", "file")
+    }
     assert np.array_equal(logits[None], logits["q8_0"])
     assert not np.array_equal(logits[None], logits["file"])
 
@@ -297,7 +321,10 @@ def test_threads_and_two_handles_are_independent(mmproj):
         except Exception as e:  # pragma: no cover
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(a, a_arrays, want_a)), threading.Thread(target=run, args=(p, p_arrays, want_p))]
+    threads = [
+        threading.Thread(target=run, args=(a, a_arrays, want_a)),
+        threading.Thread(target=run, args=(p, p_arrays, want_p)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -309,11 +336,16 @@ def test_threads_and_two_handles_are_independent(mmproj):
 
 # ------------------------------------------------------------------------------------------ bad files
 
+
 def _read(path):
     import gguf
+
     r = gguf.GGUFReader(str(path))
-    tensors = {t.name: np.array(t.data).reshape(tuple(int(x) for x in reversed(t.shape.tolist())))
-               for t in r.tensors if t.name.startswith("a.gen.code.")}
+    tensors = {
+        t.name: np.array(t.data).reshape(tuple(int(x) for x in reversed(t.shape.tolist())))
+        for t in r.tensors
+        if t.name.startswith("a.gen.code.")
+    }
     kv = {}
     for name, field in r.fields.items():
         if name.startswith("kazetts.code."):
@@ -324,6 +356,7 @@ def _read(path):
 def _write(path, tensors, kv, f16=False, keep_f32=()):
     """A code predictor GGUF; `f16`: matrices in F16 except names ending in `keep_f32`."""
     import gguf
+
     w = gguf.GGUFWriter(str(path), "clip")
     for k, v in kv.items():
         (w.add_float32 if isinstance(v, float) else w.add_uint32)(k, v)
@@ -427,9 +460,14 @@ BAD_CP_FILES = {
     "head_dim_float": (lambda L: L.set_kv("kazetts.code.head_dim", F32, 16.0), "is not an integer"),
     "eps_nan": (lambda L: L.set_kv("kazetts.code.rms_norm_eps", F32, float("nan")), "not a finite number"),
     "theta_zero": (lambda L: L.set_kv("kazetts.code.rope_theta", F32, 0.0), "must be positive"),
-    "too_many_codebooks": (lambda L: (L.set_tensor("a.gen.code.embd.weight", [64, 1, 100]),
-                                      L.set_tensor("a.gen.code.head.weight", [64, 1, 100]),
-                                      L.set_kv("kazetts.code.vocab_size", U32, 1)), "inconsistent"),
+    "too_many_codebooks": (
+        lambda L: (
+            L.set_tensor("a.gen.code.embd.weight", [64, 1, 100]),
+            L.set_tensor("a.gen.code.head.weight", [64, 1, 100]),
+            L.set_kv("kazetts.code.vocab_size", U32, 1),
+        ),
+        "inconsistent",
+    ),
 }
 
 

@@ -25,6 +25,7 @@ def codec_gguf(tiny_gguf):
 @pytest.fixture(scope="session")
 def decoder(codec_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     return CodecDecoder(codec_gguf(), threads=1)
 
 
@@ -43,7 +44,7 @@ def _stream(dec, codes, sizes):
     out, i, k = [], 0, 0
     while i < len(codes):
         n = sizes[k % len(sizes)]
-        out.append(dec.stream(codes[i:i + n]))
+        out.append(dec.stream(codes[i : i + n]))
         i, k = i + n, k + 1
     assert dec.position == len(codes)
     return np.concatenate(out)
@@ -52,6 +53,7 @@ def _stream(dec, codes, sizes):
 @pytest.mark.parametrize("case", CASES)
 def test_golden_f32(case, codec_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     _, arrays, key = _case(case)
     dec = CodecDecoder(codec_gguf(*key), threads=1, weights="f32")
     wav, inter = dec.decode(arrays["codes"], intermediates=True)
@@ -69,6 +71,7 @@ def test_golden_f32(case, codec_gguf):
 @pytest.mark.parametrize("case", CASES)
 def test_golden_f16(case, codec_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     _, arrays, key = _case(case)
     dec = CodecDecoder(codec_gguf(*key), threads=1, weights="f16")
     wav = dec.decode(arrays["codes"])
@@ -97,6 +100,7 @@ def test_stream_equals_full_any_chunking(decoder, seed):
 
 def test_stream_equals_full_f16(codec_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     dec = CodecDecoder(codec_gguf(), threads=1, weights="f16")
     codes = _random_codes(90, 21)
     full = dec.decode(codes)
@@ -108,6 +112,7 @@ def test_stream_equals_full_f16(codec_gguf):
 
 def test_full_decode_independent_of_internal_chunk(codec_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     codes = _random_codes(40, 5)
     dec = CodecDecoder(codec_gguf(), threads=1)
     ref = dec.decode(codes)
@@ -119,6 +124,7 @@ def test_full_decode_independent_of_internal_chunk(codec_gguf):
 def test_full_decode_beyond_300_frames_matches_reference_model(codec_gguf, tiny_checkpoint, ref_python, tmp_path):
     """The exact model (reference forward on all frames at once), not chunked_decode."""
     from kazetts.stages.codec import CodecDecoder
+
     codes = _random_codes(320, 9)
     np.save(tmp_path / "codes.npy", codes)
     script = (
@@ -129,14 +135,19 @@ def test_full_decode_beyond_300_frames_matches_reference_model(codec_gguf, tiny_
         "with torch.inference_mode():\n"
         "    np.save(sys.argv[3], codec.decoder(c)[0, 0].numpy())\n"
     )
-    p = subprocess.run([str(ref_python), "-c", script, str(tiny_checkpoint()), str(tmp_path / "codes.npy"),
-                        str(tmp_path / "ref.npy")], capture_output=True, text=True, cwd=REPO, timeout=900)
+    p = subprocess.run(
+        [str(ref_python), "-c", script, str(tiny_checkpoint()), str(tmp_path / "codes.npy"), str(tmp_path / "ref.npy")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     ref = np.load(tmp_path / "ref.npy")
     dec = CodecDecoder(codec_gguf(), threads=1)
     wav = dec.decode(codes)
     diff = float(np.abs(wav - ref).max())
-    tail = float(np.abs(wav[300 * 1920:] - ref[300 * 1920:]).max())
+    tail = float(np.abs(wav[300 * 1920 :] - ref[300 * 1920 :]).max())
     print(f"320 frames vs reference forward: max abs diff {diff:.2e} (frames 300+: {tail:.2e})")
     assert diff <= 1e-4
 
@@ -145,6 +156,7 @@ def test_full_decode_beyond_300_frames_matches_reference_model(codec_gguf, tiny_
 def test_threads_do_not_change_the_result(codec_gguf, weights):
     """The threads split the conv kernels' output blocks (F16 ones widened per thread)."""
     from kazetts.stages.codec import CodecDecoder
+
     codes = _random_codes(12, 3)
     a = CodecDecoder(codec_gguf(), threads=1, weights=weights).decode(codes)
     b = CodecDecoder(codec_gguf(), threads=2, weights=weights).decode(codes)
@@ -164,13 +176,14 @@ def test_reset_mid_stream(decoder):
 
 def test_two_handles_are_independent(codec_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     a, b = CodecDecoder(codec_gguf(), threads=1), CodecDecoder(codec_gguf(), threads=1)
     ca, cb = _random_codes(20, 11), _random_codes(20, 12)
     fa, fb = a.decode(ca), b.decode(cb)
     oa, ob = [], []
     for i in range(0, 20, 3):  # interleaved pushes
-        oa.append(a.stream(ca[i:i + 3]))
-        ob.append(b.stream(cb[i:i + 3]))
+        oa.append(a.stream(ca[i : i + 3]))
+        ob.append(b.stream(cb[i : i + 3]))
     assert np.abs(np.concatenate(oa) - fa).max() <= GATES["same_model_max_abs"]
     assert np.abs(np.concatenate(ob) - fb).max() <= GATES["same_model_max_abs"]
     b.close()
@@ -215,6 +228,7 @@ def test_shapes_and_empty_input(decoder):
 
 def test_load_errors(tmp_path, codec_gguf, tiny_gguf):
     from kazetts.stages.codec import CodecDecoder
+
     with pytest.raises(native.NativeError) as info:
         CodecDecoder(tmp_path / "missing.gguf")
     assert info.value.status == 2
@@ -239,6 +253,7 @@ def test_load_errors(tmp_path, codec_gguf, tiny_gguf):
 # loader must say what is wrong (KZ_ERR_FORMAT), never abort, read out of bounds or decode a model
 # whose channels do not chain (that used to fail inside ggml, at decode time).
 
+
 def _shape(name, dims):
     return lambda L: L.set_tensor(name, dims)
 
@@ -251,18 +266,38 @@ U32, F32 = 4, 6
 BAD_CODEC_FILES = {
     # found by the fuzzer: a zero-sized dimension (memcpy from a null buffer, UBSan)
     "zero_dim": (_shape("a.gen.wav.dac.blk.1.conv.weight", [10, 12, 0]), "has shape"),
-    "residual_conv_channels": (_shape("a.gen.wav.dac.blk.1.res.0.conv1.weight", [7, 6, 12]), "res.0.conv1 maps 6 -> 12 channels, gets 12"),
-    "residual_conv_out": (lambda L: (L.set_tensor("a.gen.wav.dac.blk.1.res.1.conv2.weight", [1, 12, 6]),
-                                     L.set_tensor("a.gen.wav.dac.blk.1.res.1.conv2.bias", [6])), "res.1.conv2 maps 12 -> 6"),
-    "bias_shape": (_shape("a.gen.wav.dac.blk.1.res.1.conv2.bias", [6]), "conv2.bias has shape \\[6, 1, 1, 1\\], expected \\[12\\]"),
+    "residual_conv_channels": (
+        _shape("a.gen.wav.dac.blk.1.res.0.conv1.weight", [7, 6, 12]),
+        "res.0.conv1 maps 6 -> 12 channels, gets 12",
+    ),
+    "residual_conv_out": (
+        lambda L: (
+            L.set_tensor("a.gen.wav.dac.blk.1.res.1.conv2.weight", [1, 12, 6]),
+            L.set_tensor("a.gen.wav.dac.blk.1.res.1.conv2.bias", [6]),
+        ),
+        "res.1.conv2 maps 12 -> 6",
+    ),
+    "bias_shape": (
+        _shape("a.gen.wav.dac.blk.1.res.1.conv2.bias", [6]),
+        "conv2.bias has shape \\[6, 1, 1, 1\\], expected \\[12\\]",
+    ),
     "entry_channels": (_shape("a.gen.wav.dac.entry.weight", [7, 32, 48]), "dac.entry maps 32 -> 48 channels, gets 64"),
-    "post_conv_channels": (_shape("a.gen.wav.dac.post_conv.weight", [7, 6, 1]), "dac.post_conv maps 6 -> 1 channels, gets 3"),
-    "upsample_channels": (_shape("a.gen.wav.up.blk.1.conv.weight", [2, 64, 32]), "up.blk.1.conv takes 32 channels, gets 64"),
-    "dac_block_channels": (_shape("a.gen.wav.dac.blk.2.conv.weight", [8, 6, 24]), "dac.blk.2.conv takes 24 channels, gets 12"),
+    "post_conv_channels": (
+        _shape("a.gen.wav.dac.post_conv.weight", [7, 6, 1]),
+        "dac.post_conv maps 6 -> 1 channels, gets 3",
+    ),
+    "upsample_channels": (
+        _shape("a.gen.wav.up.blk.1.conv.weight", [2, 64, 32]),
+        "up.blk.1.conv takes 32 channels, gets 64",
+    ),
+    "dac_block_channels": (
+        _shape("a.gen.wav.dac.blk.2.conv.weight", [8, 6, 24]),
+        "dac.blk.2.conv takes 24 channels, gets 12",
+    ),
     "four_dim_conv": (_shape("a.gen.wav.dac.blk.2.res.0.conv1.weight", [7, 6, 6, 2]), "must be \\[k, cin, cout\\]"),
     "dwconv_kernel_1": (_shape("a.gen.wav.up.blk.0.dwconv.weight", [1, 1, 64]), "dwconv kernel must be >= 2"),
     "codebook_count": (_shape("a.gen.wav.quant.rest.codebook.weight", [16, 2048, 70]), "codebooks"),
-    "odd_head_dim": (lambda L: (L.set_kv("kazetts.wav.head_dim", U32, 1)), "head_dim 1 is odd"),
+    "odd_head_dim": (lambda L: L.set_kv("kazetts.wav.head_dim", U32, 1), "head_dim 1 is odd"),
     "head_dim_zero": (_kv("kazetts.wav.head_dim", U32, 0), "not a multiple of head_dim"),
     "head_dim_huge_float": (_kv("kazetts.wav.head_dim", F32, 1e30), "head_dim is out of range"),
     "head_dim_nan": (_kv("kazetts.wav.head_dim", F32, float("nan")), "not a finite number"),
@@ -271,13 +306,17 @@ BAD_CODEC_FILES = {
     "window_zero": (_kv("kazetts.wav.sliding_window", U32, 0), "sliding_window must be in"),
     "rope_theta_negative": (_kv("kazetts.wav.rope_theta", F32, -1.0), "must be positive"),
     "layer_count": (_kv("kazetts.wav.num_hidden_layers", U32, 3), "2 codec transformer layers"),
-    "int_type": (lambda L: L.set_tensor("a.gen.wav.tfm.blk.0.ls1.weight", [32], 26), "ls1.weight has unsupported type i32"),
+    "int_type": (
+        lambda L: L.set_tensor("a.gen.wav.tfm.blk.0.ls1.weight", [32], 26),
+        "ls1.weight has unsupported type i32",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CODEC_FILES))
 def test_malformed_codec_files_are_format_errors(tmp_path, mmproj_layout, case):
     from kazetts.stages.codec import CodecDecoder
+
     edit, match = BAD_CODEC_FILES[case]
     path = edited(mmproj_layout, edit, tmp_path / "edited-mmproj.gguf")
     with pytest.raises(native.NativeError, match=match) as info:
@@ -287,6 +326,7 @@ def test_malformed_codec_files_are_format_errors(tmp_path, mmproj_layout, case):
 
 def test_a_tensor_table_past_the_end_of_the_file(tmp_path, mmproj_layout):
     from kazetts.stages.codec import CodecDecoder
+
     L = mmproj_layout.copy()
     L.tensors[-1].dims = [1 << 30]  # the last tensor, its data left as they are
     path = L.write(tmp_path / "past-end.gguf")
@@ -299,6 +339,7 @@ def test_a_deep_codec_loads_and_decodes(tmp_path, mmproj_layout, decoder):
     """100 transformer layers (the weight context and the graph used to hold a fixed 1024 and
     16384 tensors: an abort inside ggml)."""
     from kazetts.stages.codec import CodecDecoder
+
     L = mmproj_layout.copy()
     L.add_copies("a.gen.wav.tfm.blk.1.", [f"a.gen.wav.tfm.blk.{i}." for i in range(2, 100)])
     L.set_kv("kazetts.wav.num_hidden_layers", U32, 100)
@@ -309,6 +350,7 @@ def test_a_deep_codec_loads_and_decodes(tmp_path, mmproj_layout, decoder):
 
 def test_bad_thread_and_chunk_counts(codec_gguf, decoder):
     from kazetts.stages.codec import CodecDecoder
+
     with pytest.raises(native.NativeError, match="n_threads must be in 1..512") as info:
         CodecDecoder(codec_gguf(), threads=100000)
     assert info.value.status == 1

@@ -34,8 +34,12 @@ def engines(tiny_gguf):
     def get(kind, codec_threads):
         if (kind, codec_threads) not in cache:
             make = TTS if kind == "python" else NativeTTS
-            cache[kind, codec_threads] = make(*tiny_gguf("tiny", "custom_voice", "f32", 0), threads=1,
-                                              codec_weights="f32", codec_threads=codec_threads)
+            cache[kind, codec_threads] = make(
+                *tiny_gguf("tiny", "custom_voice", "f32", 0),
+                threads=1,
+                codec_weights="f32",
+                codec_threads=codec_threads,
+            )
         return cache[kind, codec_threads]
 
     return get
@@ -51,9 +55,15 @@ def chunks(tts: TTS, text: str, **options) -> list[tuple[int, int, np.ndarray]]:
         return [(c.piece, c.frames, c.audio) for c in tts.stream(text, speaker="vivian", language="french", **options)]
 
 
-@pytest.mark.parametrize("options", [dict(seed=5, max_frames=6, chunk_frames=4), dict(seed=5, max_frames=6, chunk_frames=1),
-                                     dict(greedy=True, max_frames=9, chunk_frames=2, text_streaming=False)],
-                         ids=["chunks4", "chunks1", "greedy_non_streaming_text"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(seed=5, max_frames=6, chunk_frames=4),
+        dict(seed=5, max_frames=6, chunk_frames=1),
+        dict(greedy=True, max_frames=9, chunk_frames=2, text_streaming=False),
+    ],
+    ids=["chunks4", "chunks1", "greedy_non_streaming_text"],
+)
 def test_python_overlap_streams_the_serial_chunks(engines, options):
     """Three pieces (crossfades, a codec reset per piece): every chunk the same, in the same order."""
     serial, overlapped = chunks(engines("python", 0), LONG, **options), chunks(engines("python", 1), LONG, **options)
@@ -169,7 +179,7 @@ def test_native_overlap_cancel_and_stop(engines):
 
     cancelled = tts.synthesize(SHORT, on_chunk=on_chunk, **options)
     assert cancelled.stop_reason == "cancelled" and cancelled.codes.shape[0] == 2 and len(cancelled.chunks) == 2
-    assert np.array_equal(cancelled.audio, whole.audio[:2 * 1920])
+    assert np.array_equal(cancelled.audio, whole.audio[: 2 * 1920])
     stopped = tts.synthesize(SHORT, on_chunk=lambda *a: False, **options)
     assert stopped.stop_reason == "cancelled" and stopped.codes.shape[0] == 1
     deadline = time.monotonic() + 5
@@ -199,9 +209,28 @@ def test_say_codec_threads_flag(tiny_gguf, tmp_path):
     model = tiny_gguf("tiny", "custom_voice", "f32", 0)[0].parent
 
     def say(*args):
-        return subprocess.run([sys.executable, "-m", "kazetts", "say", "Bonjour !", "--model", str(model),
-                               "--speaker", "vivian", "--greedy", "--max-frames", "5", "--threads", "1", *args],
-                              capture_output=True, text=True, cwd=REPO)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kazetts",
+                "say",
+                "Bonjour !",
+                "--model",
+                str(model),
+                "--speaker",
+                "vivian",
+                "--greedy",
+                "--max-frames",
+                "5",
+                "--threads",
+                "1",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
 
     wavs = []
     for n in (0, 1):

@@ -22,6 +22,7 @@ Q = gguf.GGMLQuantizationType
 KV_EXCEPTIONS = {"general.name", "general.basename", "general.version", "general.finetune"}
 KV_EXCEPTION_PREFIXES = ("kazetts.",)
 
+
 # Tensors that llama.cpp computes from the checkpoint in the checkpoint's dtype (bf16 here) while
 # we compute them in float32: codebooks (embedding_sum / clamp(cluster_usage)) and the Snake
 # exp(alpha), 1/(exp(beta)+1e-9). They differ by bf16 rounding only.
@@ -70,12 +71,12 @@ def _compare(ours_path, ref_path, out_type):
         if not (_derived(name) or name in FOLDED):
             assert np.array_equal(vo, vr), f"{name}: values differ from llama.cpp"
             continue
-        rtol = 2.0 ** -7 if _derived(name) else 1e-5
+        rtol = 2.0**-7 if _derived(name) else 1e-5
         step = 0.0
-        if r.tensor_type == Q.Q8_0:      # a rounding flip moves one quantization step
+        if r.tensor_type == Q.Q8_0:  # a rounding flip moves one quantization step
             step = np.abs(vr).max() / 127 * 1.01
         elif r.tensor_type == Q.F16:
-            rtol = max(rtol, 2.0 ** -10)
+            rtol = max(rtol, 2.0**-10)
         atol = 1e-5 * np.abs(vr).max() if name in FOLDED else 1e-7
         err = np.abs(vo - vr) - (rtol * np.abs(vr) + step + atol)
         assert (err <= 0).all(), f"{name}: max excess error {err.max():.3g} over dtype rounding"
@@ -135,13 +136,23 @@ def test_all_model_types_and_tensor_types(tiny_checkpoint, tmp_path, model_type,
     assert mt["a.gen.code.blk.0.ln1.weight"] == Q.F32
     # codec: conv kernels F16 (F32 in an f32 file: exact), ConvTranspose kernels F32, biases / Snake / norms F32
     conv_type = Q.F32 if out_type == "f32" else Q.F16
-    for name in ("a.gen.wav.pre_conv.weight", "a.gen.wav.dac.entry.weight", "a.gen.wav.dac.post_conv.weight",
-                 "a.gen.wav.up.blk.0.dwconv.weight", "a.gen.wav.dac.blk.0.res.0.conv1.weight"):
+    for name in (
+        "a.gen.wav.pre_conv.weight",
+        "a.gen.wav.dac.entry.weight",
+        "a.gen.wav.dac.post_conv.weight",
+        "a.gen.wav.up.blk.0.dwconv.weight",
+        "a.gen.wav.dac.blk.0.res.0.conv1.weight",
+    ):
         assert mt[name] == conv_type, name
     if out_type == "f32":
         assert {t for t in mt.values()} == {Q.F32}, "an f32 file holds every tensor in F32"
-    for name in ("a.gen.wav.up.blk.0.conv.weight", "a.gen.wav.dac.blk.0.conv.weight", "a.gen.wav.pre_conv.bias",
-                 "a.gen.wav.dac.blk.0.snake.alpha", "a.gen.wav.tfm.blk.0.ls1.weight"):
+    for name in (
+        "a.gen.wav.up.blk.0.conv.weight",
+        "a.gen.wav.dac.blk.0.conv.weight",
+        "a.gen.wav.pre_conv.bias",
+        "a.gen.wav.dac.blk.0.snake.alpha",
+        "a.gen.wav.tfm.blk.0.ls1.weight",
+    ):
         assert mt[name] == Q.F32, name
     # codebook rows are 16 wide on the tiny model: Q8_0 falls back to F16 as in llama.cpp
     assert mt["a.gen.wav.quant.rest.codebook.weight"] == (Q.F16 if out_type == "q8_0" else main)
@@ -192,6 +203,7 @@ def test_bad_inputs(tiny_checkpoint, tmp_path):
     def truncate(d):
         p = d / "model.safetensors"
         p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
     d = broken("truncated", truncate)
     with pytest.raises(ValueError, match="truncated"):
         convert_checkpoint(d, tmp_path / "out", "f16")
@@ -200,6 +212,7 @@ def test_bad_inputs(tiny_checkpoint, tmp_path):
         cfg = json.loads((d / "config.json").read_text())
         cfg["talker_config"]["num_hidden_layers"] += 1
         (d / "config.json").write_text(json.dumps(cfg))
+
     d = broken("layers", more_layers)
     with pytest.raises(ValueError, match="talker tensor"):
         convert_checkpoint(d, tmp_path / "out", "f16")
@@ -212,7 +225,7 @@ def test_cli(tiny_checkpoint, tmp_path, capsys):
     ckpt = tiny_checkpoint("tiny", "voice_design", 0)
     assert main(["convert", str(ckpt), "-o", str(tmp_path), "--type", "f16", "--name", "vd"]) == 0
     out = capsys.readouterr().out
-    assert "token_embd.weight" in out                     # progress lines
+    assert "token_embd.weight" in out  # progress lines
     assert (tmp_path / "vd-talker-f16.gguf").is_file() and (tmp_path / "vd-mmproj-f16.gguf").is_file()
     assert main(["convert", str(ckpt), "-o", str(tmp_path), "--type", "bf16"]) == 2
     assert "unknown output type" in capsys.readouterr().err

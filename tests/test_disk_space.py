@@ -20,8 +20,13 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "tests/test_text_split.py"
 
 @pytest.mark.parametrize("free_gb, stops", [(NEEDS_FREE_GB - 0.5, True), (NEEDS_FREE_GB + 0.5, False)])
 def test_full_disk_stops_the_run_before_any_test(free_gb, stops):
-    run = subprocess.run([sys.executable, "-c", RUN.format(free=int(free_gb * 2**30))], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", RUN.format(free=int(free_gb * 2**30))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if stops:
         assert run.returncode == 2, run.stdout + run.stderr
         assert f"only {free_gb:.1f} GB free" in run.stdout and "passed" not in run.stdout

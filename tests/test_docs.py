@@ -65,8 +65,10 @@ def test_readme_is_short_and_has_the_two_commands():
 
 def test_benchmarks_page_is_bounded():
     page = REPO / "docs" / "benchmarks.md"
-    assert page.stat().st_size <= 20480, (f"docs/benchmarks.md is {page.stat().st_size} bytes: runs are data "
-                                          "(docs/bench/runs/*.json), not prose appended to the page")
+    assert page.stat().st_size <= 20480, (
+        f"docs/benchmarks.md is {page.stat().st_size} bytes: runs are data "
+        "(docs/bench/runs/*.json), not prose appended to the page"
+    )
 
 
 def test_architecture_page_exists():
@@ -88,9 +90,14 @@ def test_the_link_checker_sees_dead_links(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
     (tmp_path / "other.md").write_text("# Other page\n\n## Same\n\n## Same\n\n## `code` and (punctuation): ok!\n")
     page = tmp_path / "page.md"
-    page.write_text("# Page\n\n[a](other.md) [b](other.md#same-1) [c](other.md#code-and-punctuation-ok) "
-                    "[d](#page) [e](https://example.com/x.md) ![img](other.md)\n"
-                    "[f](missing.md) [g](other.md#same-2) [h](#nowhere)\n\n"
-                    "`[not a link](missing.md)`\n\n```\n[nor this](missing.md)\n```\n\n[ref]: other.md#other-page\n")
-    assert dead_links(page) == ["missing.md (no file missing.md)", "other.md#same-2 (no heading #same-2 in other.md)",
-                                "#nowhere (no heading #nowhere in page.md)"]
+    page.write_text(
+        "# Page\n\n[a](other.md) [b](other.md#same-1) [c](other.md#code-and-punctuation-ok) "
+        "[d](#page) [e](https://example.com/x.md) ![img](other.md)\n"
+        "[f](missing.md) [g](other.md#same-2) [h](#nowhere)\n\n"
+        "`[not a link](missing.md)`\n\n```\n[nor this](missing.md)\n```\n\n[ref]: other.md#other-page\n"
+    )
+    assert dead_links(page) == [
+        "missing.md (no file missing.md)",
+        "other.md#same-2 (no heading #same-2 in other.md)",
+        "#nowhere (no heading #nowhere in page.md)",
+    ]

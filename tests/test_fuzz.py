@@ -48,8 +48,10 @@ def test_mutations_are_reproducible_and_varied(seeds, tmp_path):
 
 def test_a_crashing_worker_is_a_failure_with_its_report(tmp_path):
     script = tmp_path / "worker.py"
-    script.write_text("import os, sys\nsys.stdin.readline()\n"
-                      "print('codec.cpp:12:3: runtime error: load of null pointer', file=sys.stderr, flush=True)\nos.abort()\n")
+    script.write_text(
+        "import os, sys\nsys.stdin.readline()\n"
+        "print('codec.cpp:12:3: runtime error: load of null pointer', file=sys.stderr, flush=True)\nos.abort()\n"
+    )
     w = fuzz.Worker(tmp_path, [sys.executable, str(script)])
     results, stderr, hung = w.run(tmp_path / "x.gguf", ["codec"])
     w.close()

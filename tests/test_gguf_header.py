@@ -14,11 +14,15 @@ from kazetts.validation.gguf_edit import ARRAY, FLOAT32, KV, STRING, UINT32, GGU
 
 def _layout() -> GGUFLayout:
     """A tiny well-formed GGUF: two keys, an array, two F32 tensors."""
-    kvs = [KV("general.architecture", STRING, scalar_bytes(STRING, "test")),
-           KV("test.count", UINT32, scalar_bytes(UINT32, 7)),
-           KV("test.names", ARRAY, struct.pack("<IQ", STRING, 2) + scalar_bytes(STRING, "a") + scalar_bytes(STRING, "é"))]
-    tensors = [Tensor("w", [4, 3], 0, np.arange(12, dtype=np.float32).tobytes()),
-               Tensor("b", [3], 0, np.ones(3, np.float32).tobytes())]
+    kvs = [
+        KV("general.architecture", STRING, scalar_bytes(STRING, "test")),
+        KV("test.count", UINT32, scalar_bytes(UINT32, 7)),
+        KV("test.names", ARRAY, struct.pack("<IQ", STRING, 2) + scalar_bytes(STRING, "a") + scalar_bytes(STRING, "é")),
+    ]
+    tensors = [
+        Tensor("w", [4, 3], 0, np.arange(12, dtype=np.float32).tobytes()),
+        Tensor("b", [3], 0, np.ones(3, np.float32).tobytes()),
+    ]
     return GGUFLayout(3, kvs, tensors)
 
 
@@ -65,35 +69,53 @@ def _set(offset: int, fmt: str, value):
     return lambda b: struct.pack_into(fmt, b, offset, value)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (dict(raw_edit=_set(0, "<4s", b"GGUX")), "not a GGUF file"),
-    (dict(raw_edit=_set(4, "<I", 1)), "unknown version 1"),
-    (dict(raw_edit=_set(4, "<I", 4)), "unknown version 4"),
-    (dict(raw_edit=_set(8, "<Q", 1 << 62)), "tensor count"),
-    (dict(raw_edit=_set(16, "<Q", (1 << 64) - 1)), "key/value count"),
-    (dict(raw_edit=_set(24, "<Q", 1 << 40)), "string length"),
-    (dict(layout_edit=lambda L: L.kvs.__setitem__(1, KV("test.count", 13, b"\0"))), "unknown value type 13"),
-    (dict(layout_edit=lambda L: L.kvs.append(KV("nested", ARRAY, struct.pack("<IQ", ARRAY, 1) + struct.pack("<IQ", UINT32, 0)))),
-     "nested array"),
-    (dict(layout_edit=lambda L: L.kvs.append(KV("odd", ARRAY, struct.pack("<IQ", 77, 1)))), "unknown array element type"),
-    (dict(layout_edit=lambda L: L.kvs.append(KV("huge", ARRAY, struct.pack("<IQ", UINT32, 1 << 61)))), "array count"),
-    (dict(layout_edit=lambda L: L.kvs.append(KV("bad", STRING, b"\x02\0\0\0\0\0\0\0\xff\xfe"))), "not UTF-8"),
-    (dict(layout_edit=lambda L: L.kvs.append(L.kvs[0])), "duplicate key"),
-    (dict(layout_edit=lambda L: L.kvs.append(KV("", UINT32, scalar_bytes(UINT32, 1)))), "empty key"),
-    (dict(layout_edit=lambda L: L.set_kv("general.alignment", UINT32, 0)), "not a power of two"),
-    (dict(layout_edit=lambda L: L.set_kv("general.alignment", UINT32, 48)), "not a power of two"),
-    (dict(layout_edit=lambda L: L.set_kv("general.alignment", FLOAT32, 32.0)), "not a uint32"),
-    (dict(layout_edit=lambda L: L.tensors.append(L.tensors[0])), "duplicate tensor"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[1], "name", "x" * 64)), "longer than 63 bytes"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[0], "dims", [1, 1, 1, 1, 12])), "5 dimensions"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[0], "dims", [1 << 40, 1 << 40])), "overflows"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[0], "dims", [0, 1 << 63])), "overflows"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[0], "type", 4)), "unknown type 4"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[0], "type", 8)), "not a multiple of the Q8_0 block"),
-    # found by the fuzzer: a 0-dimensional tensor of a block type (IndexError before)
-    (dict(layout_edit=lambda L: (setattr(L.tensors[1], "dims", []), setattr(L.tensors[1], "type", 8))), "Q8_0 block"),
-    (dict(layout_edit=lambda L: setattr(L.tensors[1], "dims", [3000])), "past the end of the file"),
-])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (dict(raw_edit=_set(0, "<4s", b"GGUX")), "not a GGUF file"),
+        (dict(raw_edit=_set(4, "<I", 1)), "unknown version 1"),
+        (dict(raw_edit=_set(4, "<I", 4)), "unknown version 4"),
+        (dict(raw_edit=_set(8, "<Q", 1 << 62)), "tensor count"),
+        (dict(raw_edit=_set(16, "<Q", (1 << 64) - 1)), "key/value count"),
+        (dict(raw_edit=_set(24, "<Q", 1 << 40)), "string length"),
+        (dict(layout_edit=lambda L: L.kvs.__setitem__(1, KV("test.count", 13, b"\0"))), "unknown value type 13"),
+        (
+            dict(
+                layout_edit=lambda L: L.kvs.append(
+                    KV("nested", ARRAY, struct.pack("<IQ", ARRAY, 1) + struct.pack("<IQ", UINT32, 0))
+                )
+            ),
+            "nested array",
+        ),
+        (
+            dict(layout_edit=lambda L: L.kvs.append(KV("odd", ARRAY, struct.pack("<IQ", 77, 1)))),
+            "unknown array element type",
+        ),
+        (
+            dict(layout_edit=lambda L: L.kvs.append(KV("huge", ARRAY, struct.pack("<IQ", UINT32, 1 << 61)))),
+            "array count",
+        ),
+        (dict(layout_edit=lambda L: L.kvs.append(KV("bad", STRING, b"\x02\0\0\0\0\0\0\0\xff\xfe"))), "not UTF-8"),
+        (dict(layout_edit=lambda L: L.kvs.append(L.kvs[0])), "duplicate key"),
+        (dict(layout_edit=lambda L: L.kvs.append(KV("", UINT32, scalar_bytes(UINT32, 1)))), "empty key"),
+        (dict(layout_edit=lambda L: L.set_kv("general.alignment", UINT32, 0)), "not a power of two"),
+        (dict(layout_edit=lambda L: L.set_kv("general.alignment", UINT32, 48)), "not a power of two"),
+        (dict(layout_edit=lambda L: L.set_kv("general.alignment", FLOAT32, 32.0)), "not a uint32"),
+        (dict(layout_edit=lambda L: L.tensors.append(L.tensors[0])), "duplicate tensor"),
+        (dict(layout_edit=lambda L: setattr(L.tensors[1], "name", "x" * 64)), "longer than 63 bytes"),
+        (dict(layout_edit=lambda L: setattr(L.tensors[0], "dims", [1, 1, 1, 1, 12])), "5 dimensions"),
+        (dict(layout_edit=lambda L: setattr(L.tensors[0], "dims", [1 << 40, 1 << 40])), "overflows"),
+        (dict(layout_edit=lambda L: setattr(L.tensors[0], "dims", [0, 1 << 63])), "overflows"),
+        (dict(layout_edit=lambda L: setattr(L.tensors[0], "type", 4)), "unknown type 4"),
+        (dict(layout_edit=lambda L: setattr(L.tensors[0], "type", 8)), "not a multiple of the Q8_0 block"),
+        # found by the fuzzer: a 0-dimensional tensor of a block type (IndexError before)
+        (
+            dict(layout_edit=lambda L: (setattr(L.tensors[1], "dims", []), setattr(L.tensors[1], "type", 8))),
+            "Q8_0 block",
+        ),
+        (dict(layout_edit=lambda L: setattr(L.tensors[1], "dims", [3000])), "past the end of the file"),
+    ],
+)
 def test_malformed_files_are_gguf_errors(tmp_path, edit, match):
     _rejects(_write(tmp_path, _patched(**edit)), match)
 
@@ -119,30 +141,47 @@ def test_a_scalar_tensor_is_read_as_ggml_does(tmp_path):
 
 # ------------------------------------------------------------------------------------- TalkerFile
 
+
 @pytest.fixture(scope="module")
 def talker_layout(tiny_gguf):
     return GGUFLayout.read(tiny_gguf("tiny", "custom_voice", "f32", 0)[0])
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda L: L.set_kv("general.architecture", STRING, "llama"), "not a Qwen3-TTS talker"),
-    (lambda L: L.drop("token_embd.weight"), "has no token_embd.weight"),
-    (lambda L: L.set_tensor("token_embd.weight", [int(np.prod(L.tensor("token_embd.weight").dims))]), "expected a 2-D table"),
-    (lambda L: L.set_tensor("output.weight", [32, 3072]), "do not fit together"),
-    # found by the fuzzer: llama.cpp loads an F16 norm weight, then aborts in its first step
-    (lambda L: L.set_tensor("blk.1.attn_norm.weight", [64], 1), "blk.1.attn_norm.weight is F16, llama.cpp takes vectors in F32"),
-    # found by the fuzzer: llama.cpp loads an I8 matrix, then calls a null kernel (SEGV)
-    (lambda L: L.set_tensor("blk.0.ffn_gate.weight", [64, 128], 24), "blk.0.ffn_gate.weight is I8, a type llama.cpp cannot"),
-    (lambda L: L.set_kv("kazetts.codec.pad_id", UINT32, 5000), "codec_pad id 5000 is not in 0..3071"),
-    (lambda L: L.set_kv("kazetts.text.tts_pad_token_id", STRING, "x"), "tts_pad id 'x'"),
-    (lambda L: L.drop("kazetts.codec.bos_id"), "codec_bos id None"),
-    (lambda L: L.set_kv("kazetts.speaker_ids", ARRAY, (UINT32, [1, 2])), "speaker_ids is not a list of 9 int"),
-    (lambda L: L.set_kv("kazetts.languages", ARRAY, (UINT32, [1, 2])), "languages is not a list of any number of str"),
-    (lambda L: L.set_kv("kazetts.speaker_dialects", ARRAY, (STRING, ["klingon"] * 9)), "dialect 'klingon'"),
-    (lambda L: (L.drop("kazetts.model_type"), L.drop("tokenizer.ggml.tokens")), "no token named"),
-])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda L: L.set_kv("general.architecture", STRING, "llama"), "not a Qwen3-TTS talker"),
+        (lambda L: L.drop("token_embd.weight"), "has no token_embd.weight"),
+        (
+            lambda L: L.set_tensor("token_embd.weight", [int(np.prod(L.tensor("token_embd.weight").dims))]),
+            "expected a 2-D table",
+        ),
+        (lambda L: L.set_tensor("output.weight", [32, 3072]), "do not fit together"),
+        # found by the fuzzer: llama.cpp loads an F16 norm weight, then aborts in its first step
+        (
+            lambda L: L.set_tensor("blk.1.attn_norm.weight", [64], 1),
+            "blk.1.attn_norm.weight is F16, llama.cpp takes vectors in F32",
+        ),
+        # found by the fuzzer: llama.cpp loads an I8 matrix, then calls a null kernel (SEGV)
+        (
+            lambda L: L.set_tensor("blk.0.ffn_gate.weight", [64, 128], 24),
+            "blk.0.ffn_gate.weight is I8, a type llama.cpp cannot",
+        ),
+        (lambda L: L.set_kv("kazetts.codec.pad_id", UINT32, 5000), "codec_pad id 5000 is not in 0..3071"),
+        (lambda L: L.set_kv("kazetts.text.tts_pad_token_id", STRING, "x"), "tts_pad id 'x'"),
+        (lambda L: L.drop("kazetts.codec.bos_id"), "codec_bos id None"),
+        (lambda L: L.set_kv("kazetts.speaker_ids", ARRAY, (UINT32, [1, 2])), "speaker_ids is not a list of 9 int"),
+        (
+            lambda L: L.set_kv("kazetts.languages", ARRAY, (UINT32, [1, 2])),
+            "languages is not a list of any number of str",
+        ),
+        (lambda L: L.set_kv("kazetts.speaker_dialects", ARRAY, (STRING, ["klingon"] * 9)), "dialect 'klingon'"),
+        (lambda L: (L.drop("kazetts.model_type"), L.drop("tokenizer.ggml.tokens")), "no token named"),
+    ],
+)
 def test_malformed_talker_files_are_gguf_errors(tmp_path, talker_layout, edit, match):
     from kazetts.stages.talker_file import TalkerFile
+
     L = talker_layout.copy()
     edit(L)
     path = L.write(tmp_path / "talker.gguf")
@@ -155,6 +194,7 @@ def test_a_talker_llama_cpp_refuses_is_a_gguf_error(tmp_path, talker_layout):
     """Found by the fuzzer: a table kazetts reads fine but llama.cpp refuses (a wrong shape)
     was a bare ValueError."""
     from kazetts.stages.talker import Talker
+
     path = edited(talker_layout, lambda L: L.set_tensor("blk.0.attn_k_norm.weight", [8]), tmp_path / "talker.gguf")
     with pytest.raises(GGUFError, match="llama.cpp could not load") as e:
         Talker(path, threads=1, n_ctx=16)

@@ -23,7 +23,9 @@ def dumps():
 
 
 def test_every_case_is_dumped_and_nothing_else():
-    on_disk = sorted(p.name for p in DUMPS.iterdir() if p.is_dir() and p.name not in (goldens.RECORDINGS_DIR, goldens.CLONE_DIR))
+    on_disk = sorted(
+        p.name for p in DUMPS.iterdir() if p.is_dir() and p.name not in (goldens.RECORDINGS_DIR, goldens.CLONE_DIR)
+    )
     assert on_disk == sorted(CASE_NAMES)
 
 

@@ -43,12 +43,33 @@ def _requests():
     for name in GOLDEN_CASES:
         manifest, arrays = goldens.load_case(DUMPS / name)
         out.append((name, manifest["case"]["text"], golden_request(manifest, arrays)))
-    out.append(("sampled_seed3", "Bonjour ! Le 14 juillet 1789, à Paris.",
-                dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10)))
-    out.append(("sampled_non_default", "Bonjour ! Le 14 juillet 1789, à Paris.",
-                dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10, temperature=0.7, top_k=5,
-                     top_p=0.8, repetition_penalty=1.3, subtalker_temperature=1.3, subtalker_top_k=20,
-                     subtalker_top_p=0.9)))
+    out.append(
+        (
+            "sampled_seed3",
+            "Bonjour ! Le 14 juillet 1789, à Paris.",
+            dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10),
+        )
+    )
+    out.append(
+        (
+            "sampled_non_default",
+            "Bonjour ! Le 14 juillet 1789, à Paris.",
+            dict(
+                speaker="vivian",
+                language="french",
+                greedy=False,
+                seed=3,
+                max_frames=10,
+                temperature=0.7,
+                top_k=5,
+                top_p=0.8,
+                repetition_penalty=1.3,
+                subtalker_temperature=1.3,
+                subtalker_top_k=20,
+                subtalker_top_p=0.9,
+            ),
+        )
+    )
     out.append(("emoji", "Emoji 🙂🎉 ok, 你好！", dict(speaker="ryan", language="auto", greedy=True, max_frames=4)))
     return out
 
@@ -64,22 +85,57 @@ def test_kazetts_java_class_matches_the_python_engine(tiny_gguf, tmp_path):
             assert np.array_equal(result.codes, goldens.load_case(DUMPS / name)[1]["codes"]), name
         result.codes.astype("<i4").tofile(tmp_path / f"{name}.codes")
         result.audio.astype("<f4").tofile(tmp_path / f"{name}.pcm")
-        lines.append("\t".join([name, base64.b64encode(text.encode()).decode(), options["speaker"] or "-",
-                                options["language"], str(int(options["greedy"])), str(options.get("seed", -1)),
-                                str(options["max_frames"]), str(int(options.get("text_streaming", True))),
-                                *(str(options.get(name, "-")) for name in OPTIONS)]))
+        lines.append(
+            "\t".join(
+                [
+                    name,
+                    base64.b64encode(text.encode()).decode(),
+                    options["speaker"] or "-",
+                    options["language"],
+                    str(int(options["greedy"])),
+                    str(options.get("seed", -1)),
+                    str(options["max_frames"]),
+                    str(int(options.get("text_streaming", True))),
+                    *(str(options.get(name, "-")) for name in OPTIONS),
+                ]
+            )
+        )
     tts.talker.close()
     (tmp_path / "cases.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     classpath = f"{BUILD / 'kazetts.jar'}:{BUILD / 'kazetts-tests.jar'}"
-    run = subprocess.run([java, f"-Djava.library.path={BUILD}", "-cp", classpath, "org.kazetts.KazeTtsTest",
-                          str(talker), str(mmproj), str(tmp_path)], capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(
+        [
+            java,
+            f"-Djava.library.path={BUILD}",
+            "-cp",
+            classpath,
+            "org.kazetts.KazeTtsTest",
+            str(talker),
+            str(mmproj),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     print(run.stdout, run.stderr)
     assert run.returncode == 0 and "ALL PASSED" in run.stdout
     for name, _, _ in _requests():
         assert f"PASS {name} codes" in run.stdout and f"PASS {name} samples" in run.stdout
-    for check in ("cancel from another thread", "synthesize again after cancel", "stream equals generate",
-                  "cancel mid-utterance returns within one frame", "synthesize again after an asynchronous cancel",
-                  "unknown speaker", "temperature 0 even when greedy", "topP 1.5", "x-vector of the wrong length",
-                  "threads 0", "usable after bad requests", "close twice", "use after close",
-                  "callback exception propagates"):
+    for check in (
+        "cancel from another thread",
+        "synthesize again after cancel",
+        "stream equals generate",
+        "cancel mid-utterance returns within one frame",
+        "synthesize again after an asynchronous cancel",
+        "unknown speaker",
+        "temperature 0 even when greedy",
+        "topP 1.5",
+        "x-vector of the wrong length",
+        "threads 0",
+        "usable after bad requests",
+        "close twice",
+        "use after close",
+        "callback exception propagates",
+    ):
         assert f"PASS {check}" in run.stdout

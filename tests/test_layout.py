@@ -14,13 +14,34 @@ NATIVE = REPO / "native"
 # native/src/<folder>: its floor
 NATIVE_FLOORS = {"core": 1, "kernels": 2, "stages": 3, "engine": 4}
 # native/include/kazetts/<header>: the floor of the code behind it
-PUBLIC_HEADERS = {"common.h": 1, "talker_backend.h": 2, "code_predictor.h": 3, "codec.h": 3, "codec_encoder.h": 3,
-                  "speaker_encoder.h": 3, "talker.h": 3, "tts.h": 4, "rules.h": 4}
+PUBLIC_HEADERS = {
+    "common.h": 1,
+    "talker_backend.h": 2,
+    "code_predictor.h": 3,
+    "codec.h": 3,
+    "codec_encoder.h": 3,
+    "speaker_encoder.h": 3,
+    "talker.h": 3,
+    "tts.h": 4,
+    "rules.h": 4,
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 # kazetts/<module or package>: its floor. The package's __init__ (a lazy facade) is not a floor.
-PYTHON_FLOORS = {"errors": 0, "request": 0, "native": 0, "synthetic": 0, "gguf": 1, "stages": 2, "engine": 3,
-                 "tools": 4, "server": 5, "validation": 5, "cli": 6, "__main__": 6}
+PYTHON_FLOORS = {
+    "errors": 0,
+    "request": 0,
+    "native": 0,
+    "synthetic": 0,
+    "gguf": 1,
+    "stages": 2,
+    "engine": 3,
+    "tools": 4,
+    "server": 5,
+    "validation": 5,
+    "cli": 6,
+    "__main__": 6,
+}
 
 
 # what `from kazetts import X` may take from the package's __init__ (the facade, not a module)
@@ -120,13 +141,18 @@ def test_python_imports_stay_on_their_floor_or_below():
         if found := python_violations(module, path.read_text()):
             bad[module] = found
     assert not bad, f"imports going up a floor: {bad}"
-    assert seen_floors == set(PYTHON_FLOORS), f"every part of kazetts needs a floor here: {seen_floors ^ set(PYTHON_FLOORS)}"
+    assert seen_floors == set(PYTHON_FLOORS), (
+        f"every part of kazetts needs a floor here: {seen_floors ^ set(PYTHON_FLOORS)}"
+    )
 
 
 def test_the_checkers_catch_a_step_up():
-    assert native_violations(NATIVE_FLOORS["stages"], '#include "engine/text_split.h"\n#include "core/x.h"\n') == \
-        ["engine/text_split.h"]
-    assert native_violations(NATIVE_FLOORS["stages"], '#include "kazetts/tts.h"\n#include "ggml.h"\n') == ["kazetts/tts.h"]
+    assert native_violations(NATIVE_FLOORS["stages"], '#include "engine/text_split.h"\n#include "core/x.h"\n') == [
+        "engine/text_split.h"
+    ]
+    assert native_violations(NATIVE_FLOORS["stages"], '#include "kazetts/tts.h"\n#include "ggml.h"\n') == [
+        "kazetts/tts.h"
+    ]
     assert native_violations(NATIVE_FLOORS["engine"], '#include "stages/prompt.h"\n#include "kazetts/tts.h"\n') == []
     upward = "import numpy\n\ndef f():\n    from kazetts.engine.tts import TTS\n    from ..gguf import header\n"
     assert python_violations("kazetts.stages.prompt", upward) == ["kazetts.engine.tts"]

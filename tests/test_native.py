@@ -18,7 +18,9 @@ def test_library_loads_with_matching_abi():
     assert native.library() is lib, "loaded once per process"
 
 
-@pytest.mark.parametrize("status, name", [(0, "ok"), (1, "invalid argument"), (3, "bad model file"), (99, "unknown status")])
+@pytest.mark.parametrize(
+    "status, name", [(0, "ok"), (1, "invalid argument"), (3, "bad model file"), (99, "unknown status")]
+)
 def test_status_names(status, name):
     assert native.library().kz_status_name(status).decode() == name
 
@@ -58,8 +60,10 @@ def test_another_llama_cpp_python_is_refused_with_what_to_reinstall(monkeypatch)
 
 def test_mismatch_is_a_one_line_cli_error(tiny_gguf, tmp_path):
     model = tiny_gguf()[0].parent
-    code = ("import sys, llama_cpp; llama_cpp.__version__ = '0.3.99'; from kazetts.cli.main import main; "
-            f"sys.exit(main(['say', 'Bonjour.', '-o', {str(tmp_path / 'out.wav')!r}, '--model', {str(model)!r}]))")
+    code = (
+        "import sys, llama_cpp; llama_cpp.__version__ = '0.3.99'; from kazetts.cli.main import main; "
+        f"sys.exit(main(['say', 'Bonjour.', '-o', {str(tmp_path / 'out.wav')!r}, '--model', {str(model)!r}]))"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
     assert run.stderr.count("\n") == 1 and "kazetts say: error:" in run.stderr and "0.3.99" in run.stderr

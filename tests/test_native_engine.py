@@ -51,11 +51,14 @@ def test_greedy_native_engine_matches_reference(name, engines):
     manifest, arrays = goldens.load_case(DUMPS / name)
     ck = manifest["checkpoint"]
     result = engines("native", ck["preset"], ck["model_type"], ck["seed"]).synthesize(
-        manifest["case"]["text"], **golden_request(manifest, arrays))
+        manifest["case"]["text"], **golden_request(manifest, arrays)
+    )
     assert result.codes.shape == arrays["codes"].shape
     same = int((result.codes == arrays["codes"]).all(axis=1).sum())
     diff = float(np.abs(result.audio - arrays["waveform"]).max())
-    print(f"{name}: {same}/{manifest['frames']} frames identical, stop {result.stop_reason}, waveform max diff {diff:.2e}")
+    print(
+        f"{name}: {same}/{manifest['frames']} frames identical, stop {result.stop_reason}, waveform max diff {diff:.2e}"
+    )
     assert np.array_equal(result.codes, arrays["codes"])
     assert result.stop_reason == ("eos" if manifest["stopped_by"] == "eos" else "budget")
     assert diff <= 1e-4
@@ -68,22 +71,45 @@ def _both(engines, text, **options):
 
 
 # every sampling option away from its default (the reference's), talker and code predictor
-NON_DEFAULT = dict(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3, subtalker_temperature=1.3,
-                   subtalker_top_k=20, subtalker_top_p=0.9)
+NON_DEFAULT = dict(
+    temperature=0.7,
+    top_k=5,
+    top_p=0.8,
+    repetition_penalty=1.3,
+    subtalker_temperature=1.3,
+    subtalker_top_k=20,
+    subtalker_top_p=0.9,
+)
 
 
-@pytest.mark.parametrize("seed, sampling", [(3, {}), (11, {}), (3, NON_DEFAULT), (3, {"top_k": 0, "top_p": 0.5}),
-                                            (11, {"greedy": True, "repetition_penalty": 2.0})],
-                         ids=["seed3", "seed11", "seed3_non_default", "seed3_top_p_only", "greedy_penalty2"])
+@pytest.mark.parametrize(
+    "seed, sampling",
+    [
+        (3, {}),
+        (11, {}),
+        (3, NON_DEFAULT),
+        (3, {"top_k": 0, "top_p": 0.5}),
+        (11, {"greedy": True, "repetition_penalty": 2.0}),
+    ],
+    ids=["seed3", "seed11", "seed3_non_default", "seed3_top_p_only", "greedy_penalty2"],
+)
 def test_sampled_engines_agree_for_one_seed(engines, seed, sampling):
-    python, nat = _both(engines, "Bonjour ! Le 14 juillet 1789, à Paris.", speaker="vivian", language="french",
-                        seed=seed, max_frames=10, **sampling)
+    python, nat = _both(
+        engines,
+        "Bonjour ! Le 14 juillet 1789, à Paris.",
+        speaker="vivian",
+        language="french",
+        seed=seed,
+        max_frames=10,
+        **sampling,
+    )
     assert python.codes.shape[0] == nat.codes.shape[0] >= 1
     assert np.array_equal(python.codes, nat.codes)
     assert np.array_equal(python.audio, nat.audio)
     if sampling and not sampling.get("greedy"):  # the options reach the samplers: the defaults say something else
-        default = engines("native").synthesize("Bonjour ! Le 14 juillet 1789, à Paris.", speaker="vivian",
-                                               language="french", seed=seed, max_frames=10)
+        default = engines("native").synthesize(
+            "Bonjour ! Le 14 juillet 1789, à Paris.", speaker="vivian", language="french", seed=seed, max_frames=10
+        )
         assert not np.array_equal(default.codes, nat.codes)
 
 
@@ -109,10 +135,21 @@ def test_min_frames_bans_end_of_speech_until_reached(engines):
     assert tts.synthesize("Bonjour.", max_frames=60, min_frames=n, **options).codes.shape[0] == n
 
 
-@pytest.mark.parametrize("name, value", [("temperature", 0.0), ("temperature", float("inf")), ("top_k", -1),
-                                         ("top_p", 0.0), ("top_p", 1.5), ("repetition_penalty", -1.0),
-                                         ("repetition_penalty", float("nan")), ("subtalker_temperature", 0.0),
-                                         ("subtalker_top_k", -3), ("subtalker_top_p", 2.0)])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("temperature", 0.0),
+        ("temperature", float("inf")),
+        ("top_k", -1),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("repetition_penalty", -1.0),
+        ("repetition_penalty", float("nan")),
+        ("subtalker_temperature", 0.0),
+        ("subtalker_top_k", -3),
+        ("subtalker_top_p", 2.0),
+    ],
+)
 def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
     """The same ranges in both engines, greedy or not: a ValueError naming the argument (Python),
     an invalid-argument status naming the request field (native), before any compute."""
@@ -123,20 +160,32 @@ def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
             engines("native").synthesize("Hi.", speaker="vivian", greedy=greedy, **{name: value})
 
 
-@pytest.mark.parametrize("model_type, request_, message", [
-    ("custom_voice", {}, "this custom_voice model needs a speaker; choose one of ['aiden'"),
-    ("voice_design", {"speaker_embedding": np.ones(64, np.float32), "instruct": "A calm voice."},
-     "this voice_design model takes no speaker"),
-    ("voice_design", {"speaker": "vivian", "instruct": "A calm voice."},
-     "unknown speaker 'vivian'; choose one of none: this model has no named speakers"),
-    ("voice_design", {}, "this voice_design model needs an instruct describing the voice"),
-    ("base", {}, "this base model needs a speaker_embedding (an x-vector of the voice to clone)"),
-    # two faults in one request: both engines name the same one first
-    ("custom_voice", {"speaker": "nobody", "language": "klingon"}, "unknown language 'klingon'"),
-    ("custom_voice", {"speaker": "nobody", "speaker_embedding": np.ones(3, np.float32)},
-     "give either a speaker name or a speaker embedding, not both"),
-    ("base", {"speaker_embedding": np.ones(3, np.float32), "instruct": "calm"}, "speaker embedding has 3 values"),
-])
+@pytest.mark.parametrize(
+    "model_type, request_, message",
+    [
+        ("custom_voice", {}, "this custom_voice model needs a speaker; choose one of ['aiden'"),
+        (
+            "voice_design",
+            {"speaker_embedding": np.ones(64, np.float32), "instruct": "A calm voice."},
+            "this voice_design model takes no speaker",
+        ),
+        (
+            "voice_design",
+            {"speaker": "vivian", "instruct": "A calm voice."},
+            "unknown speaker 'vivian'; choose one of none: this model has no named speakers",
+        ),
+        ("voice_design", {}, "this voice_design model needs an instruct describing the voice"),
+        ("base", {}, "this base model needs a speaker_embedding (an x-vector of the voice to clone)"),
+        # two faults in one request: both engines name the same one first
+        ("custom_voice", {"speaker": "nobody", "language": "klingon"}, "unknown language 'klingon'"),
+        (
+            "custom_voice",
+            {"speaker": "nobody", "speaker_embedding": np.ones(3, np.float32)},
+            "give either a speaker name or a speaker embedding, not both",
+        ),
+        ("base", {"speaker_embedding": np.ones(3, np.float32), "instruct": "calm"}, "speaker embedding has 3 values"),
+    ],
+)
 def test_both_engines_refuse_the_same_voices(engines, model_type, request_, message):
     """The voice each model type is made for, one rule with the same words in both engines (the
     native engine used to synthesize a CustomVoice model with no speaker)."""
@@ -166,8 +215,9 @@ def test_emoji_and_non_latin_text_agree(engines):
 
 def test_stream_first_frame_alone_then_chunks(engines):
     case = goldens.CASES_BY_NAME["long_window"]
-    result = engines().synthesize(case.text, speaker=case.speaker, language=case.language, greedy=True,
-                                  max_frames=11, chunk_frames=4)
+    result = engines().synthesize(
+        case.text, speaker=case.speaker, language=case.language, greedy=True, max_frames=11, chunk_frames=4
+    )
     assert [frames for frames, _ in result.chunks] == [1, 5, 9, 11]
     assert [n for _, n in result.chunks] == [1920, 4 * 1920, 4 * 1920, 2 * 1920]
     assert result.stop_reason == "budget" and result.timings["first_audio_ms"] <= result.timings["total_ms"]
@@ -193,17 +243,20 @@ def test_cancel_from_another_thread_then_synthesize_again(engines):
     assert np.array_equal(again.codes[:2], cancelled.codes)
 
 
-@pytest.mark.parametrize("text, options, message", [
-    ("   \n ", {}, "empty text"),
-    ("Hi.", {"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
-    ("Hi.", {"speaker": "vivian", "language": "klingon"}, "unknown language 'klingon'; choose one of"),
-    ("Hi.", {"speaker": "vivian", "chunk_frames": 0}, "chunk_frames must be >= 1"),
-    ("Hi.", {"min_frames": -1}, "min_frames must be >= 0"),
-    ("Hi.", {"temperature": 0.0}, "temperature must be > 0"),
-    ("Hi.", {"top_p": 0.0}, "top_p must be in"),
-    ("Hi.", {"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "give either a speaker name or"),
-    ("Hi.", {"speaker_embedding": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
-])
+@pytest.mark.parametrize(
+    "text, options, message",
+    [
+        ("   \n ", {}, "empty text"),
+        ("Hi.", {"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
+        ("Hi.", {"speaker": "vivian", "language": "klingon"}, "unknown language 'klingon'; choose one of"),
+        ("Hi.", {"speaker": "vivian", "chunk_frames": 0}, "chunk_frames must be >= 1"),
+        ("Hi.", {"min_frames": -1}, "min_frames must be >= 0"),
+        ("Hi.", {"temperature": 0.0}, "temperature must be > 0"),
+        ("Hi.", {"top_p": 0.0}, "top_p must be in"),
+        ("Hi.", {"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "give either a speaker name or"),
+        ("Hi.", {"speaker_embedding": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
+    ],
+)
 def test_bad_requests_fail_before_compute(engines, text, options, message):
     called = []
     with pytest.raises(native.NativeError, match="invalid argument: " + message.replace("(", r"\(")):
@@ -234,8 +287,9 @@ def test_load_errors_name_the_file(tiny_gguf, tmp_path):
 def test_text_beyond_the_context_is_a_bad_request(tiny_gguf):
     small = NativeTTS(*tiny_gguf(), n_ctx=16, codec_weights="f32")
     with pytest.raises(native.NativeError, match="text too long for the talker context of 16"):
-        small.synthesize("Hello world, this sentence needs more than sixteen positions.", speaker="vivian",
-                         text_streaming=False)
+        small.synthesize(
+            "Hello world, this sentence needs more than sixteen positions.", speaker="vivian", text_streaming=False
+        )
     assert small.synthesize("Hi.", speaker="vivian", greedy=True, max_frames=2).codes.shape[0] >= 1
 
 
@@ -248,20 +302,40 @@ def test_model_info(engines):
 
 # ---- the rules on their own ---------------------------------------------------------------------
 
+
 def _talker_choose(logits, eos, history, config: SamplerConfig, rng: native.Rng | None):
-    r, _ = native_tts.request(greedy=config.greedy, temperature=config.temperature, top_k=config.top_k,
-                              top_p=config.top_p, repetition_penalty=config.repetition_penalty,
-                              min_frames=config.min_new_tokens)
+    r, _ = native_tts.request(
+        greedy=config.greedy,
+        temperature=config.temperature,
+        top_k=config.top_k,
+        top_p=config.top_p,
+        repetition_penalty=config.repetition_penalty,
+        min_frames=config.min_new_tokens,
+    )
     logits = np.ascontiguousarray(logits, dtype=np.float32)
     h = np.asarray(history, dtype=np.int32)
-    return native_tts.lib().kz_talker_choose(logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), len(logits), eos,
-                                             h.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), len(h), ctypes.byref(r),
-                                             rng.pointer if rng else None)
+    return native_tts.lib().kz_talker_choose(
+        logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+        len(logits),
+        eos,
+        h.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+        len(h),
+        ctypes.byref(r),
+        rng.pointer if rng else None,
+    )
 
 
-@pytest.mark.parametrize("config", [SamplerConfig(greedy=True), SamplerConfig(), SamplerConfig(temperature=0.7, top_k=5),
-                                    SamplerConfig(top_k=0, repetition_penalty=1.3), SamplerConfig(top_p=0.8)],
-                         ids=["greedy", "reference", "t0.7_k5", "no_topk_penalty1.3", "top_p0.8"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        SamplerConfig(greedy=True),
+        SamplerConfig(),
+        SamplerConfig(temperature=0.7, top_k=5),
+        SamplerConfig(top_k=0, repetition_penalty=1.3),
+        SamplerConfig(top_p=0.8),
+    ],
+    ids=["greedy", "reference", "t0.7_k5", "no_topk_penalty1.3", "top_p0.8"],
+)
 def test_talker_sampler_is_the_numpy_one(config):
     """kz_talker_choose == TalkerSampler.choose on every golden talker logits row, with the
     history the sampler builds, drawing from the same stream."""
@@ -330,15 +404,27 @@ def test_talker_end_of_speech_ban_is_the_numpy_one(min_new_tokens, greedy):
         got = _talker_choose(row, eos, history, config, None if greedy else c_rng)
         assert got == want and (got == eos) == (step >= min_new_tokens), f"step {step}"
     r, _ = native_tts.request(greedy=True, min_frames=-1)  # greedy: no rng needed, only min_frames is wrong
-    assert native_tts.lib().kz_talker_choose(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), vocab, eos, None, 0,
-                                             ctypes.byref(r), None) == -1
+    assert (
+        native_tts.lib().kz_talker_choose(
+            row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), vocab, eos, None, 0, ctypes.byref(r), None
+        )
+        == -1
+    )
 
 
 def _split_texts():
     texts = [case.text for case in goldens.CASES]
-    texts += ["Bonjour ! Ça va ? Oui.\n今天天气很好。我们去公园吧！Le 14 juillet 1789… c'est loin. 🙂 Fin",
-              "Il a 3.5 ans. Oui.", "One. Two. Three. Four.", "un deux trois, " * 40, "mot " * 100, "字" * 250,
-              "   \n  ", "Fin.\u00a0Nouvelle\u3000phrase。\n\n终\u2029x", "Quote.\" Next!) (Yes?] ok。」next"]
+    texts += [
+        "Bonjour ! Ça va ? Oui.\n今天天气很好。我们去公园吧！Le 14 juillet 1789… c'est loin. 🙂 Fin",
+        "Il a 3.5 ans. Oui.",
+        "One. Two. Three. Four.",
+        "un deux trois, " * 40,
+        "mot " * 100,
+        "字" * 250,
+        "   \n  ",
+        "Fin.\u00a0Nouvelle\u3000phrase。\n\n终\u2029x",
+        'Quote." Next!) (Yes?] ok。」next',
+    ]
     rng = random.Random(0)
     alphabet = list("abcdefghij éàü,;:.!?…。！？，、\n 0123456789\"')]”’\t\u00a0\u3000\u2028") + ["🙂", "字"]
     texts += ["".join(rng.choice(alphabet) for _ in range(3000)) for _ in range(4)]

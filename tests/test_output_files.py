@@ -24,8 +24,9 @@ RECORDING = DUMPS / "recordings" / "ref_en_16k.wav"
 
 
 def kazetts(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO, timeout=600
+    )
 
 
 def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
@@ -92,8 +93,13 @@ def test_say_writes_through_its_own_stdout_by_name(model_dir, tmp_path):
     """-o /dev/fd/1 (or /dev/stdout) is this process's output stream, not a file to replace."""
     out = tmp_path / "redirected.wav"
     with open(out, "wb") as stdout:
-        result = subprocess.run([sys.executable, "-m", "kazetts", "say", *SAY, "-o", "/dev/fd/1", "--model",
-                                 str(model_dir)], stdout=stdout, stderr=subprocess.PIPE, cwd=REPO, timeout=600)
+        result = subprocess.run(
+            [sys.executable, "-m", "kazetts", "say", *SAY, "-o", "/dev/fd/1", "--model", str(model_dir)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            timeout=600,
+        )
     assert result.returncode == 0, result.stderr.decode()
     assert out.read_bytes()[:4] == b"RIFF" and sorted(p.name for p in tmp_path.iterdir()) == ["redirected.wav"]
 
@@ -123,8 +129,10 @@ def test_long_output_names_are_written(model_dir, tmp_path):
 def test_say_never_writes_over_its_own_input(model_dir, tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("Hello there.")
-    one_line_error(kazetts("say", "--text-file", text, *SAY[1:], "-o", text, "--model", model_dir),
-                   "is also an input of this command")
+    one_line_error(
+        kazetts("say", "--text-file", text, *SAY[1:], "-o", text, "--model", model_dir),
+        "is also an input of this command",
+    )
     assert text.read_text() == "Hello there."
     talker = next(model_dir.glob("*-talker-*.gguf"))
     size = talker.stat().st_size
@@ -135,13 +143,16 @@ def test_say_never_writes_over_its_own_input(model_dir, tmp_path):
 def test_enroll_never_writes_over_its_inputs_even_with_force(base_dir, tmp_path):
     recording = shutil.copy(RECORDING, tmp_path / "me.wav")
     before = pathlib.Path(recording).read_bytes()
-    one_line_error(kazetts("enroll", recording, "-o", recording, "--force", "--model", base_dir),
-                   "is also an input of this command")
+    one_line_error(
+        kazetts("enroll", recording, "-o", recording, "--force", "--model", base_dir),
+        "is also an input of this command",
+    )
     assert pathlib.Path(recording).read_bytes() == before
     talker = next(base_dir.glob("*-talker-*.gguf"))
     size = talker.stat().st_size
-    one_line_error(kazetts("enroll", recording, "-o", talker, "--force", "--model", base_dir),
-                   "is also an input of this command")
+    one_line_error(
+        kazetts("enroll", recording, "-o", talker, "--force", "--model", base_dir), "is also an input of this command"
+    )
     assert talker.stat().st_size == size
     assert sorted(p.name for p in tmp_path.iterdir()) == ["me.wav"]
 

@@ -27,13 +27,21 @@ WHEEL_CACHE = os.environ.get("KAZETTS_WHEEL_CACHE", "")
 FORMS = os.environ.get("KAZETTS_PIP_FORMS", "sdist").split(",")
 TEXT = "Bonjour tout le monde."
 # The library the venv loads, then every libggml-base mapped in the process once it is loaded.
-LOADED = ("from kazetts import native; native.library(); print(native.library_path()); "
-          "print(*sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libggml-base' in line}))")
+LOADED = (
+    "from kazetts import native; native.library(); print(native.library_path()); "
+    "print(*sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libggml-base' in line}))"
+)
 
 
 def run(*args, cwd: pathlib.Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                            env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"})
+    result = subprocess.run(
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"},
+    )
     assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
 
@@ -41,8 +49,10 @@ def run(*args, cwd: pathlib.Path, timeout: float = 900) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def pip_args() -> list[str]:
     if not list(pathlib.Path(WHEEL_CACHE or "/nonexistent").glob("llama_cpp_python-*.whl")):
-        pytest.skip(f"no llama-cpp-python wheel in KAZETTS_WHEEL_CACHE={WHEEL_CACHE!r} (make test sets it); "
-                    "without it pip would compile llama-cpp-python (~5 min)")
+        pytest.skip(
+            f"no llama-cpp-python wheel in KAZETTS_WHEEL_CACHE={WHEEL_CACHE!r} (make test sets it); "
+            "without it pip would compile llama-cpp-python (~5 min)"
+        )
     return ["-m", "pip", "install", "-q", "--find-links", WHEEL_CACHE]
 
 
@@ -58,10 +68,26 @@ def tiny_checkpoint_dir(tmp_path_factory) -> pathlib.Path:
 def _sdist_wheel(tmp: pathlib.Path) -> str:
     """The sdist of this tree, then the wheel pip builds from it: what `pip install kazetts.tar.gz`
     and an index would install."""
-    sdist = run(sys.executable, "-c", f"from scikit_build_core.build import build_sdist; print(build_sdist({str(tmp)!r}))",
-                cwd=REPO).stdout.split()[-1]
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--find-links", WHEEL_CACHE, "-w", tmp, tmp / sdist,
-        cwd=tmp)
+    sdist = run(
+        sys.executable,
+        "-c",
+        f"from scikit_build_core.build import build_sdist; print(build_sdist({str(tmp)!r}))",
+        cwd=REPO,
+    ).stdout.split()[-1]
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--find-links",
+        WHEEL_CACHE,
+        "-w",
+        tmp,
+        tmp / sdist,
+        cwd=tmp,
+    )
     wheels = list(tmp.glob("kazetts-*.whl"))
     assert len(wheels) == 1 and wheels[0].name.startswith(f"kazetts-{kazetts.__version__}-py3-none-"), wheels
     return str(wheels[0])

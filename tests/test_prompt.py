@@ -55,9 +55,16 @@ def sources(tiny_checkpoint):
 
 def _prompt_for(manifest, arrays, rows, voices):
     case = manifest["case"]
-    return build_prompt(rows, voices, arrays["text_ids"].tolist(), language=case["language"], speaker=case["speaker"],
-                        instruct_ids=arrays["instruct_ids"].tolist() if "instruct_ids" in arrays else None,
-                        speaker_embedding=arrays.get("xvector"), text_streaming=not case["non_streaming"])
+    return build_prompt(
+        rows,
+        voices,
+        arrays["text_ids"].tolist(),
+        language=case["language"],
+        speaker=case["speaker"],
+        instruct_ids=arrays["instruct_ids"].tolist() if "instruct_ids" in arrays else None,
+        speaker_embedding=arrays.get("xvector"),
+        text_streaming=not case["non_streaming"],
+    )
 
 
 @pytest.mark.parametrize("name", [case.name for case in goldens.CASES])
@@ -70,8 +77,10 @@ def test_prompt_and_step_inputs_match_reference(name, sources):
     prefill_diff = float(np.abs(prompt.prefill - want).max())
     steps = np.stack([rows.frame_input(arrays["codes"][k]) + prompt.text_row(k) for k in range(manifest["frames"])])
     step_diff = float(np.abs(steps - arrays["talker_inputs"]).max())
-    print(f"{name}: prefill {want.shape[0]} rows max abs diff {prefill_diff:.2e}; "
-          f"{len(steps)} step inputs max abs diff {step_diff:.2e}")
+    print(
+        f"{name}: prefill {want.shape[0]} rows max abs diff {prefill_diff:.2e}; "
+        f"{len(steps)} step inputs max abs diff {step_diff:.2e}"
+    )
     assert prefill_diff <= TOLERANCE and step_diff <= TOLERANCE
 
 
@@ -81,12 +90,15 @@ def cv(sources):
     return (*sources(manifest), arrays["text_ids"].tolist())
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
-    ({"speaker": "vivian", "language": "klingon"}, "unknown language 'klingon'; choose one of ['auto'"),
-    ({"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "either a speaker name or"),
-    ({"speaker_embedding": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"speaker": "nobody"}, "unknown speaker 'nobody'; choose one of"),
+        ({"speaker": "vivian", "language": "klingon"}, "unknown language 'klingon'; choose one of ['auto'"),
+        ({"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "either a speaker name or"),
+        ({"speaker_embedding": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
+    ],
+)
 def test_bad_requests_are_clear_errors(cv, kwargs, message):
     rows, voices, ids = cv
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):

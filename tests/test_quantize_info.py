@@ -32,8 +32,10 @@ def _kazetts_kv(path) -> dict:
 def talkers(tiny_gguf, tmp_path_factory):
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
     out = tmp_path_factory.mktemp("quant-talker")
-    return talker, {ty: (quantize_file(talker, out / f"talker-{ty}.gguf", ty), out / f"talker-{ty}.gguf")
-                    for ty in ("q8_0", "q4_0", "q4_k_m")}
+    return talker, {
+        ty: (quantize_file(talker, out / f"talker-{ty}.gguf", ty), out / f"talker-{ty}.gguf")
+        for ty in ("q8_0", "q4_0", "q4_k_m")
+    }
 
 
 @pytest.mark.parametrize("qtype,block_type", [("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0), ("q4_k_m", None)])
@@ -86,13 +88,14 @@ def test_mmproj_quantized(tiny_gguf, tmp_path, model_type, qtype, want):
         if g == "code predictor matrices" and name.endswith(".weight"):
             assert ty == want, name
         else:
-            assert ty == before[name], name            # tables, norms, codec decoder, speaker encoder
+            assert ty == before[name], name  # tables, norms, codec decoder, speaker encoder
     assert after[N.CODE_HEAD] == want
     assert after[N.CODE_EMBD] == before[N.CODE_EMBD] and after[N.CODE_OUT_EMBD] == before[N.CODE_OUT_EMBD]
     assert any(tensor_group(n) == "speaker encoder" for n in after) == (model_type == "base")
     assert _kazetts_kv(out) == _kazetts_kv(src)
-    assert {k: v for k, v in GGUFHeader(out).kv.items() if k.startswith("clip.")} == \
-        {k: v for k, v in GGUFHeader(src).kv.items() if k.startswith("clip.")}
+    assert {k: v for k, v in GGUFHeader(out).kv.items() if k.startswith("clip.")} == {
+        k: v for k, v in GGUFHeader(src).kv.items() if k.startswith("clip.")
+    }
     assert "code predictor tables" in res.summary()
     _assert_quantized_mmproj_runs_like_f32(src, out, qtype)
 
@@ -126,8 +129,11 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_mmproj_row_size_fallback(tiny_gguf, tmp_path):
     """A code predictor matrix whose rows are not a multiple of 32 keeps a float type, and says so."""
     _, src = tiny_gguf("tiny", "custom_voice", "f32")
-    rewrite_gguf(src, tmp_path / "odd.gguf",  # rows of 48 in one matrix
-                 data=lambda t: t.data[:, :48] if t.name == "a.gen.code.blk.0.attn_q.weight" else t.data)
+    rewrite_gguf(
+        src,
+        tmp_path / "odd.gguf",  # rows of 48 in one matrix
+        data=lambda t: t.data[:, :48] if t.name == "a.gen.code.blk.0.attn_q.weight" else t.data,
+    )
     res = quantize_file(tmp_path / "odd.gguf", tmp_path / "odd-q8.gguf", "q8_0")
     types = _types(tmp_path / "odd-q8.gguf")
     assert types["a.gen.code.blk.0.attn_q.weight"] == Q.F32
@@ -162,7 +168,8 @@ def test_errors(tiny_gguf, tmp_path, capsys):
     ro.mkdir()
     ro.chmod(0o500)
     import os
-    if os.access(ro, os.W_OK):      # running as root: permissions are not enforced
+
+    if os.access(ro, os.W_OK):  # running as root: permissions are not enforced
         ro.chmod(0o700)
     else:
         with pytest.raises(ValueError, match="not writable"):
@@ -238,10 +245,13 @@ def test_info_says_which_tensors_keep_which_type(tiny_gguf):
     assert "a.gen.wav.pre_conv.weight" in f16 and "a.gen.wav.dac.blk.N.res.N.conv1.weight x12" in f16
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"not a model at all", "not a GGUF file"),
-    (b"GGUF\x03\x00\x00\x00", "not a readable GGUF file (truncated at byte 8)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"not a model at all", "not a GGUF file"),
+        (b"GGUF\x03\x00\x00\x00", "not a readable GGUF file (truncated at byte 8)"),
+    ],
+)
 def test_info_on_a_bad_file_says_what_is_wrong_once(tmp_path, capsys, content, message):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(content)

@@ -27,12 +27,17 @@ def doc_commands(page: str, section: str) -> list[list[str]]:
 def test_real_weights_flow_works_as_written(tiny_checkpoint, tmp_path):
     shutil.copytree(tiny_checkpoint("tiny", "custom_voice", 0), tmp_path / CHECKPOINT)
     commands = doc_commands("docs/models.md", "Real weights")
-    assert [c[:2] for c in commands] == [[".venv/bin/kazetts", "convert"], [".venv/bin/kazetts", "say"],
-                                         [".venv/bin/kazetts", "quantize"], [".venv/bin/kazetts", "quantize"],
-                                         [".venv/bin/kazetts", "say"]]
+    assert [c[:2] for c in commands] == [
+        [".venv/bin/kazetts", "convert"],
+        [".venv/bin/kazetts", "say"],
+        [".venv/bin/kazetts", "quantize"],
+        [".venv/bin/kazetts", "quantize"],
+        [".venv/bin/kazetts", "say"],
+    ]
     for command in commands:
-        run = subprocess.run([sys.executable, "-m", "kazetts", *command[1:]], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=600)
+        run = subprocess.run(
+            [sys.executable, "-m", "kazetts", *command[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
         assert run.returncode == 0, f"{shlex.join(command)}\n{run.stderr}"
     for wav in ("out.wav", "out-q8.wav"):
         audio, rate = soundfile.read(tmp_path / wav)

@@ -11,8 +11,16 @@ import pytest
 
 from conftest import DUMPS, run_script
 from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
-from kazetts.stages.sampling import (CodePredictorSampler, SamplerConfig, TalkerSampler, apply_top_k, code_predictor_config,
-                                    margin, talker_config, talker_suppress_tokens)
+from kazetts.stages.sampling import (
+    CodePredictorSampler,
+    SamplerConfig,
+    TalkerSampler,
+    apply_top_k,
+    code_predictor_config,
+    margin,
+    talker_config,
+    talker_suppress_tokens,
+)
 from kazetts.validation import goldens
 
 CASE_NAMES = [case.name for case in goldens.CASES]
@@ -23,6 +31,7 @@ def _talker(manifest, vocab, **overrides) -> TalkerSampler:
 
 
 # --------------------------------------------------------------------------- goldens (greedy)
+
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_greedy_talker_replay_reproduces_cb0_and_stop(name):
@@ -36,14 +45,16 @@ def test_greedy_talker_replay_reproduces_cb0_and_stop(name):
         assert token == codes[frame, 0], (
             f"{name} frame {frame}: chose {token}, reference {codes[frame, 0]}; "
             f"margin after processors {margin(processed):.3g}, "
-            f"reference id's processed logit {processed[codes[frame, 0]]:.6g} vs chosen {processed[token]:.6g}")
+            f"reference id's processed logit {processed[codes[frame, 0]]:.6g} vs chosen {processed[token]:.6g}"
+        )
     assert logits.shape[0] == codes.shape[0] + 1
     last = logits[codes.shape[0]]
     processed = sampler.process(last)
     token = sampler.choose(last)
     assert (token == eos) == (manifest["stopped_by"] == "eos"), (
         f"{name}: call after the last frame chose {token} (eos {eos}), stopped_by {manifest['stopped_by']}; "
-        f"margin {margin(processed):.3g}")
+        f"margin {margin(processed):.3g}"
+    )
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
@@ -57,7 +68,8 @@ def test_greedy_code_predictor_matches_codes(name):
             token = cp.choose(row)
             assert token == codes[frame, group + 1], (
                 f"{name} frame {frame} CB{group + 1}: chose {token}, reference {codes[frame, group + 1]}, "
-                f"margin {margin(cp.process(row)):.3g}")
+                f"margin {margin(cp.process(row)):.3g}"
+            )
 
 
 # --------------------------------------------------------------------------- HF parity
@@ -69,16 +81,27 @@ PARITY_SETTINGS = [
     {"do_sample": True, "top_k": 20, "top_p": 0.8, "temperature": 0.7, "repetition_penalty": 1.3},
     {"do_sample": True, "top_k": 0, "top_p": 0.95, "temperature": 1.0, "repetition_penalty": 1.05},
 ]
-TALKER_EXPECTED = ["RepetitionPenaltyLogitsProcessor", "MinLengthLogitsProcessor",
-                   "MinNewTokensLengthLogitsProcessor", "SuppressTokensLogitsProcessor"]
+TALKER_EXPECTED = [
+    "RepetitionPenaltyLogitsProcessor",
+    "MinLengthLogitsProcessor",
+    "MinNewTokensLengthLogitsProcessor",
+    "SuppressTokensLogitsProcessor",
+]
 
 
 def _config(s: dict, code_predictor: bool = False) -> SamplerConfig:
     if code_predictor:
-        return SamplerConfig.code_predictor(temperature=s["temperature"], top_k=s["top_k"], top_p=s["top_p"],
-                                            greedy=not s["do_sample"])
-    return SamplerConfig(temperature=s["temperature"], top_k=s["top_k"], top_p=s["top_p"],
-                         repetition_penalty=s["repetition_penalty"], min_new_tokens=2, greedy=not s["do_sample"])
+        return SamplerConfig.code_predictor(
+            temperature=s["temperature"], top_k=s["top_k"], top_p=s["top_p"], greedy=not s["do_sample"]
+        )
+    return SamplerConfig(
+        temperature=s["temperature"],
+        top_k=s["top_k"],
+        top_p=s["top_p"],
+        repetition_penalty=s["repetition_penalty"],
+        min_new_tokens=2,
+        greedy=not s["do_sample"],
+    )
 
 
 def _parity_rows(manifest, a):
@@ -89,8 +112,11 @@ def _parity_rows(manifest, a):
     rows = [logits[s] for s in steps]
     tied = logits[5].copy()
     eos = manifest["codec_eos_token_id"]
-    order = [int(i) for i in np.argsort(tied)[::-1]
-             if i < logits.shape[1] - 1024 and i != eos and i not in set(cb0[:5].tolist())]
+    order = [
+        int(i)
+        for i in np.argsort(tied)[::-1]
+        if i < logits.shape[1] - 1024 and i != eos and i not in set(cb0[:5].tolist())
+    ]
     tied[order[40:70]] = tied[order[40]]  # 30 ordinary ids tied across the top-50 threshold
     rows.append(tied)
     steps.append(5)
@@ -104,7 +130,8 @@ def _assert_same(ours: np.ndarray, theirs: np.ndarray, what: str):
     assert ours.dtype == np.float32 and theirs.dtype == np.float32, what
     ours_inf, theirs_inf = np.isneginf(ours), np.isneginf(theirs)
     assert np.array_equal(ours_inf, theirs_inf), (
-        f"{what}: -inf positions differ at {np.flatnonzero(ours_inf != theirs_inf)[:10]}")
+        f"{what}: -inf positions differ at {np.flatnonzero(ours_inf != theirs_inf)[:10]}"
+    )
     finite = ~ours_inf
     diff = float(np.max(np.abs(ours[finite] - theirs[finite]))) if finite.any() else 0.0
     assert diff <= 1e-6, f"{what}: max abs diff {diff}"
@@ -118,8 +145,15 @@ def test_processors_match_hf_generate(ref_python, tiny_checkpoint, tmp_path):
     cp_rows = a["cp_logits"][0].astype(np.float32)
     case = manifest["case"]
     request = {"language": case["language"], "speaker": case["speaker"], "settings": PARITY_SETTINGS}
-    np.savez(tmp_path / "in.npz", talker_rows=rows, histories=histories, lengths=lengths, cp_rows=cp_rows,
-             text_ids=a["text_ids"], request=json.dumps(request))
+    np.savez(
+        tmp_path / "in.npz",
+        talker_rows=rows,
+        histories=histories,
+        lengths=lengths,
+        cp_rows=cp_rows,
+        text_ids=a["text_ids"],
+        request=json.dumps(request),
+    )
     result = run_script(ref_python, "hf_processors.py", checkpoint, tmp_path / "in.npz", tmp_path / "out.npz")
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -127,9 +161,11 @@ def test_processors_match_hf_generate(ref_python, tiny_checkpoint, tmp_path):
     vocab, eos = rows.shape[1], manifest["codec_eos_token_id"]
     for index, (s, info) in enumerate(zip(PARITY_SETTINGS, report)):
         # generate's own list: the order this module implements
-        warpers = ([["TemperatureLogitsWarper"]] if s["temperature"] != 1.0 else []) + \
-                  ([["TopKLogitsWarper"]] if s["top_k"] != 0 else []) + \
-                  ([["TopPLogitsWarper"]] if s["top_p"] < 1.0 else [])
+        warpers = (
+            ([["TemperatureLogitsWarper"]] if s["temperature"] != 1.0 else [])
+            + ([["TopKLogitsWarper"]] if s["top_k"] != 0 else [])
+            + ([["TopPLogitsWarper"]] if s["top_p"] < 1.0 else [])
+        )
         warpers = [w[0] for w in warpers] if s["do_sample"] else []
         assert [p["class"] for p in info["talker"]] == TALKER_EXPECTED + warpers, info["talker"]
         assert [p["class"] for p in info["code_predictor"]] == warpers, info["code_predictor"]
@@ -210,46 +246,73 @@ def test_repetition_penalty_applies_once_per_distinct_id_even_in_greedy():
 
 # --------------------------------------------------------------------------- a request's options
 
+
 def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers():
     s = Sampling()
     assert (s.temperature, s.top_k, s.top_p, s.repetition_penalty) == (np.float32(0.9), 50, 1.0, np.float32(1.05))
     assert (TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY) == (0.9, 50, 1.0, 1.05)  # qwen_tts hard_defaults
     talker = talker_config(Sampling(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3))
-    assert (talker.temperature, talker.top_k, talker.top_p, talker.repetition_penalty, talker.min_new_tokens) == \
-        (np.float32(0.7), 5, np.float32(0.8), np.float32(1.3), 2)
+    assert (talker.temperature, talker.top_k, talker.top_p, talker.repetition_penalty, talker.min_new_tokens) == (
+        np.float32(0.7),
+        5,
+        np.float32(0.8),
+        np.float32(1.3),
+        2,
+    )
     cp = code_predictor_config(Sampling(greedy=True, subtalker_temperature=1.2, subtalker_top_k=0, subtalker_top_p=0.5))
-    assert (cp.greedy, cp.temperature, cp.top_k, cp.top_p, cp.repetition_penalty, cp.min_new_tokens) == \
-        (True, np.float32(1.2), 0, 0.5, 1.0, 0)
+    assert (cp.greedy, cp.temperature, cp.top_k, cp.top_p, cp.repetition_penalty, cp.min_new_tokens) == (
+        True,
+        np.float32(1.2),
+        0,
+        0.5,
+        1.0,
+        0,
+    )
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("temperature", 0, "temperature must be a number > 0, got 0"),
-    ("temperature", float("inf"), "temperature must be a number > 0, got inf"),
-    ("temperature", 1e-50, "temperature must be a number > 0"),  # 0 in float32, as the native request holds it
-    ("temperature", "0.7", "temperature must be a number > 0, got '0.7'"),
-    ("top_k", -1, "top_k must be an integer >= 0 (0: off), got -1"),
-    ("top_k", 2.5, "top_k must be an integer >= 0 (0: off), got 2.5"),
-    ("top_k", True, "top_k must be an integer"),
-    ("top_p", 0.0, "top_p must be a number in (0, 1], got 0.0"),
-    ("top_p", 1.01, "top_p must be a number in (0, 1], got 1.01"),
-    ("top_p", float("nan"), "top_p must be a number in (0, 1]"),
-    ("repetition_penalty", -1.05, "repetition_penalty must be a number > 0, got -1.05"),
-    ("subtalker_temperature", 0.0, "subtalker_temperature must be a number > 0"),
-    ("subtalker_top_k", -2, "subtalker_top_k must be an integer >= 0"),
-    ("subtalker_top_p", 5, "subtalker_top_p must be a number in (0, 1]"),
-    ("greedy", "yes", "greedy must be True or False"),
-    # float32 (the native request's type) cannot hold them: refused, not held as inf or 0
-    ("temperature", 1e308, "temperature must be a number > 0, got 1e+308 (inf in float32)"),
-    ("repetition_penalty", 1e-50, "repetition_penalty must be a number > 0, got 1e-50 (0 in float32)"),
-    ("top_p", -1e300, "top_p must be a number in (0, 1], got -1e+300 (-inf in float32)"),
-    # an integer too large for a float: refused by its length, without an OverflowError
-    pytest.param("temperature", 10**399, "temperature must be a number > 0, got an integer of 400 digits (inf in "
-                 "float32)", id="temperature-400-digits"),
-    pytest.param("subtalker_top_p", 10**5000, "subtalker_top_p must be a number in (0, 1], got an integer of more "
-                 "than 4300 digits", id="subtalker_top_p-5001-digits"),
-    pytest.param("top_k", -(10**30), "top_k must be an integer >= 0 (0: off), got an integer of 31 digits",
-                 id="top_k-31-digits"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("temperature", 0, "temperature must be a number > 0, got 0"),
+        ("temperature", float("inf"), "temperature must be a number > 0, got inf"),
+        ("temperature", 1e-50, "temperature must be a number > 0"),  # 0 in float32, as the native request holds it
+        ("temperature", "0.7", "temperature must be a number > 0, got '0.7'"),
+        ("top_k", -1, "top_k must be an integer >= 0 (0: off), got -1"),
+        ("top_k", 2.5, "top_k must be an integer >= 0 (0: off), got 2.5"),
+        ("top_k", True, "top_k must be an integer"),
+        ("top_p", 0.0, "top_p must be a number in (0, 1], got 0.0"),
+        ("top_p", 1.01, "top_p must be a number in (0, 1], got 1.01"),
+        ("top_p", float("nan"), "top_p must be a number in (0, 1]"),
+        ("repetition_penalty", -1.05, "repetition_penalty must be a number > 0, got -1.05"),
+        ("subtalker_temperature", 0.0, "subtalker_temperature must be a number > 0"),
+        ("subtalker_top_k", -2, "subtalker_top_k must be an integer >= 0"),
+        ("subtalker_top_p", 5, "subtalker_top_p must be a number in (0, 1]"),
+        ("greedy", "yes", "greedy must be True or False"),
+        # float32 (the native request's type) cannot hold them: refused, not held as inf or 0
+        ("temperature", 1e308, "temperature must be a number > 0, got 1e+308 (inf in float32)"),
+        ("repetition_penalty", 1e-50, "repetition_penalty must be a number > 0, got 1e-50 (0 in float32)"),
+        ("top_p", -1e300, "top_p must be a number in (0, 1], got -1e+300 (-inf in float32)"),
+        # an integer too large for a float: refused by its length, without an OverflowError
+        pytest.param(
+            "temperature",
+            10**399,
+            "temperature must be a number > 0, got an integer of 400 digits (inf in float32)",
+            id="temperature-400-digits",
+        ),
+        pytest.param(
+            "subtalker_top_p",
+            10**5000,
+            "subtalker_top_p must be a number in (0, 1], got an integer of more than 4300 digits",
+            id="subtalker_top_p-5001-digits",
+        ),
+        pytest.param(
+            "top_k",
+            -(10**30),
+            "top_k must be an integer >= 0 (0: off), got an integer of 31 digits",
+            id="top_k-31-digits",
+        ),
+    ],
+)
 def test_request_sampling_refuses_out_of_range_values(name, value, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         Sampling(**{name: value})

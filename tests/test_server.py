@@ -35,7 +35,7 @@ FIXTURES = json.loads((pathlib.Path(__file__).parent / "fixtures" / "client_requ
 
 
 UNSEEDED = 11  # the seed of requests that carry none (as real clients send them): a sampled EOS
-               # after the minimum 2 frames must not end a test's request early by chance
+# after the minimum 2 frames must not end a test's request early by chance
 
 
 class GatedTTS:
@@ -92,8 +92,12 @@ LIMIT = 40  # the strict server's max_input_chars
 def strict(engine):
     """A second server on the same engine, with a short text limit and read timeout (a text
     timeout far beyond the tests' waits, so that a model held until it passes fails them)."""
-    app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1, max_input_chars=LIMIT,
-                                                 read_timeout=1.0, text_timeout=120))
+    app = make_app(
+        lambda: engine,
+        ServerOptions(
+            max_frames=FRAMES, chunk_frames=1, max_queue=1, max_input_chars=LIMIT, read_timeout=1.0, text_timeout=120
+        ),
+    )
     with ServerThread(app) as url:
         assert wait_ready(url)
         yield url, app[SERVER]
@@ -135,8 +139,13 @@ def client(url: str, key: str = "unused") -> openai.OpenAI:
 
 
 def speech(c: openai.OpenAI, fmt: str, **extra) -> bytes:
-    return c.audio.speech.create(model="tts-1", voice="vivian", input="Hello there.", response_format=fmt,
-                                 extra_body={"seed": 11, "language": "english", **extra}).content
+    return c.audio.speech.create(
+        model="tts-1",
+        voice="vivian",
+        input="Hello there.",
+        response_format=fmt,
+        extra_body={"seed": 11, "language": "english", **extra},
+    ).content
 
 
 def decode(fmt: str, data: bytes) -> np.ndarray:
@@ -160,8 +169,9 @@ def test_every_format_through_the_openai_client(server, engine):
     c = client(url)
     pcm = speech(c, "pcm")
     assert len(pcm) == FRAMES * FRAME_BYTES
-    expected = engine._tts.synthesize("Hello there.", speaker="vivian", language="english", seed=11,
-                                      max_frames=FRAMES).audio
+    expected = engine._tts.synthesize(
+        "Hello there.", speaker="vivian", language="english", seed=11, max_frames=FRAMES
+    ).audio
     assert pcm == pcm16(expected), "the server says what the engine says for the same seed"
     reference = decode("pcm", pcm)
     for fmt in state.formats:
@@ -175,11 +185,19 @@ def test_every_format_through_the_openai_client(server, engine):
 def test_sampling_options_reach_the_engine(server, engine):
     """kazetts' sampling extensions (extra_body) are the engine's keyword arguments."""
     url, _ = server
-    sampling = {"temperature": 0.7, "top_k": 5, "top_p": 0.8, "repetition_penalty": 1.3, "subtalker_temperature": 1.3,
-                "subtalker_top_k": 20, "subtalker_top_p": 0.9}
+    sampling = {
+        "temperature": 0.7,
+        "top_k": 5,
+        "top_p": 0.8,
+        "repetition_penalty": 1.3,
+        "subtalker_temperature": 1.3,
+        "subtalker_top_k": 20,
+        "subtalker_top_p": 0.9,
+    }
     pcm = speech(client(url), "pcm", **sampling)
-    expected = engine._tts.synthesize("Hello there.", speaker="vivian", language="english", seed=11,
-                                      max_frames=FRAMES, **sampling).audio
+    expected = engine._tts.synthesize(
+        "Hello there.", speaker="vivian", language="english", seed=11, max_frames=FRAMES, **sampling
+    ).audio
     assert pcm == pcm16(expected) and pcm != speech(client(url), "pcm")
 
 
@@ -187,9 +205,13 @@ def test_streaming_response_equals_the_whole_response(server):
     url, _ = server
     c = client(url)
     whole = speech(c, "wav")
-    with c.audio.speech.with_streaming_response.create(model="tts-1", voice="vivian", input="Hello there.",
-                                                       response_format="wav",
-                                                       extra_body={"seed": 11, "language": "english"}) as r:
+    with c.audio.speech.with_streaming_response.create(
+        model="tts-1",
+        voice="vivian",
+        input="Hello there.",
+        response_format="wav",
+        extra_body={"seed": 11, "language": "english"},
+    ) as r:
         assert r.headers["content-type"] == "audio/wav"
         streamed = list(r.iter_bytes())
     assert b"".join(streamed) == whole
@@ -197,9 +219,21 @@ def test_streaming_response_equals_the_whole_response(server):
 
 def test_sse_deltas_then_done(server):
     url, _ = server
-    status, body, headers = http("POST", url + "/v1/audio/speech", json.dumps(
-        {"model": "tts-1", "voice": "vivian", "input": "Hello there.", "response_format": "pcm",
-         "stream_format": "sse", "seed": 11, "language": "english"}).encode())
+    status, body, headers = http(
+        "POST",
+        url + "/v1/audio/speech",
+        json.dumps(
+            {
+                "model": "tts-1",
+                "voice": "vivian",
+                "input": "Hello there.",
+                "response_format": "pcm",
+                "stream_format": "sse",
+                "seed": 11,
+                "language": "english",
+            }
+        ).encode(),
+    )
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
     events = [json.loads(line[6:]) for line in body.decode().split("\n") if line.startswith("data: ")]
     assert [e["type"] for e in events] == ["speech.audio.delta"] * FRAMES + ["speech.audio.done"]
@@ -215,7 +249,8 @@ def test_first_audio_is_sent_after_the_first_frame(server, engine):
     engine.gate = threading.Event()
     try:
         with client(url).audio.speech.with_streaming_response.create(
-                model="tts-1", voice="vivian", input="Hello there.", response_format="pcm") as r:
+            model="tts-1", voice="vivian", input="Hello there.", response_format="pcm"
+        ) as r:
             chunks, first = r.iter_bytes(), b""
             while len(first) < FRAME_BYTES:
                 first += next(chunks)
@@ -235,7 +270,9 @@ def test_queue_full_is_429_and_a_gone_client_frees_its_slot(server, engine):
     results = {}
     try:
         # A runs (held after its first frame) and then goes away; B waits in the queue (size 1)
-        a = urllib.request.urlopen(urllib.request.Request(url + "/v1/audio/speech", data=body, method="POST"), timeout=60)
+        a = urllib.request.urlopen(
+            urllib.request.Request(url + "/v1/audio/speech", data=body, method="POST"), timeout=60
+        )
         assert len(a.read(FRAME_BYTES)) == FRAME_BYTES
         waiter = threading.Thread(target=lambda: results.update(b=http("POST", url + "/v1/audio/speech", body)))
         waiter.start()
@@ -259,7 +296,7 @@ def test_queue_full_is_429_and_a_gone_client_frees_its_slot(server, engine):
     status, metrics, _ = http("GET", url + "/metrics")
     text = metrics.decode()
     assert status == 200 and "kazetts_queue_rejections_total 1" in text and "kazetts_cancelled_total 1" in text
-    assert 'kazetts_first_audio_seconds_count' in text and "kazetts_real_time_factor" in text
+    assert "kazetts_first_audio_seconds_count" in text and "kazetts_real_time_factor" in text
 
 
 # -- bad requests -------------------------------------------------------------------------------------
@@ -267,7 +304,11 @@ BAD = [
     (b"{not json", "invalid_json", None),
     (b"[1, 2]", "invalid_json", None),
     (json.dumps({"model": "tts-1", "voice": "vivian"}).encode(), "missing_required_parameter", "input"),
-    (json.dumps({"model": "tts-1", "voice": "vivian", "input": "x" * 100_000}).encode(), "string_above_max_length", "input"),
+    (
+        json.dumps({"model": "tts-1", "voice": "vivian", "input": "x" * 100_000}).encode(),
+        "string_above_max_length",
+        "input",
+    ),
     (json.dumps({"model": "tts-1", "voice": "nobody", "input": "Hi."}).encode(), "voice_not_found", "voice"),
     (json.dumps({"model": "tts-1", "voice": 3, "input": "Hi."}).encode(), "invalid_type", "voice"),
     (json.dumps({"model": "tts-1", "voice": {"name": "x"}, "input": "Hi."}).encode(), "invalid_type", "voice"),
@@ -277,18 +318,37 @@ BAD = [
     (json.dumps({"model": "tts-1", "input": "Hi.", "seed": "x"}).encode(), "invalid_type", "seed"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "speed": 0}).encode(), "invalid_value", "speed"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "speed": 10}).encode(), "invalid_value", "speed"),
-    (json.dumps({"model": "tts-1", "input": "Hi.", "response_format": "ogg"}).encode(), "unsupported_format", "response_format"),
-    (json.dumps({"model": "tts-1", "input": "Hi.", "response_format": "aac"}).encode(), "unsupported_format", "response_format"),
-    (json.dumps({"model": "tts-1", "input": "Hi.", "stream_format": "chunks"}).encode(), "invalid_value", "stream_format"),
+    (
+        json.dumps({"model": "tts-1", "input": "Hi.", "response_format": "ogg"}).encode(),
+        "unsupported_format",
+        "response_format",
+    ),
+    (
+        json.dumps({"model": "tts-1", "input": "Hi.", "response_format": "aac"}).encode(),
+        "unsupported_format",
+        "response_format",
+    ),
+    (
+        json.dumps({"model": "tts-1", "input": "Hi.", "stream_format": "chunks"}).encode(),
+        "invalid_value",
+        "stream_format",
+    ),
     (json.dumps({"model": "tts-1", "input": "Hi.", "language": "klingon"}).encode(), "invalid_value", "language"),
     (json.dumps({"model": "tts-1", "input": "   "}).encode(), "empty_input", "input"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": 0}).encode(), "invalid_value", "temperature"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "temperature": "hot"}).encode(), "invalid_type", "temperature"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "top_k": 2.5}).encode(), "invalid_type", "top_k"),
     (json.dumps({"model": "tts-1", "input": "Hi.", "top_p": 1.5}).encode(), "invalid_value", "top_p"),
-    (json.dumps({"model": "tts-1", "input": "Hi.", "repetition_penalty": -1}).encode(), "invalid_value",
-     "repetition_penalty"),
-    (json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(), "invalid_value", "subtalker_top_k"),
+    (
+        json.dumps({"model": "tts-1", "input": "Hi.", "repetition_penalty": -1}).encode(),
+        "invalid_value",
+        "repetition_penalty",
+    ),
+    (
+        json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(),
+        "invalid_value",
+        "subtalker_top_k",
+    ),
     # what Python's decoder and number conversions raise on must not be a 500
     (b"[" * 5000 + b"]" * 5000, "invalid_json", None),  # RecursionError
     (b'{"model": "tts-1", "input": "Hi.", "speed": 1' + b"0" * 400 + b"}", "invalid_value", "speed"),  # OverflowError
@@ -311,7 +371,10 @@ def test_bad_requests_are_4xx_in_openai_shape_and_the_server_keeps_serving(serve
     assert_openai_error(*http("GET", url + "/v1/nothing")[:2], 404)
     page = {"Origin": "https://example.com", "Content-Type": "text/plain"}
     good = json.dumps({"model": "tts-1", "input": "Hi."}).encode()
-    assert assert_openai_error(*http("POST", url + "/v1/audio/speech", good, page)[:2], 403)["code"] == "origin_not_allowed"
+    assert (
+        assert_openai_error(*http("POST", url + "/v1/audio/speech", good, page)[:2], 403)["code"]
+        == "origin_not_allowed"
+    )
     assert http("GET", url + "/v1/audio/voices", None, {"Origin": "http://localhost:3000"})[0] == 200
     bad_origin = assert_openai_error(*http("POST", url + "/v1/audio/speech", good, {"Origin": "http://[::1"})[:2], 400)
     assert bad_origin["code"] == "invalid_origin" and "Origin" in bad_origin["message"]
@@ -325,8 +388,14 @@ def test_bad_requests_are_4xx_in_openai_shape_and_the_server_keeps_serving(serve
 
 def test_unwritable_format_lists_the_writable_ones():
     with pytest.raises(ApiError) as refused:
-        parse_speech({"input": "Hi.", "response_format": "mp3"}, formats=["wav", "pcm", "flac", "opus"],
-                     default_format="wav", resolve_voice=lambda name: {}, languages=["auto"], takes_instruct=False)
+        parse_speech(
+            {"input": "Hi.", "response_format": "mp3"},
+            formats=["wav", "pcm", "flac", "opus"],
+            default_format="wav",
+            resolve_voice=lambda name: {},
+            languages=["auto"],
+            takes_instruct=False,
+        )
     assert refused.value.status == 400 and "['wav', 'pcm', 'flac', 'opus']" in refused.value.message
     assert "libsndfile" in refused.value.message
 
@@ -336,8 +405,9 @@ def test_open_webui_and_sillytavern_requests(server):
     url, state = server
     for name in ("open_webui", "open_webui_wav", "sillytavern"):
         case = FIXTURES[name]
-        status, data, headers = http("POST", url + "/v1/audio/speech", json.dumps(case["body"]).encode(),
-                                     case["headers"])
+        status, data, headers = http(
+            "POST", url + "/v1/audio/speech", json.dumps(case["body"]).encode(), case["headers"]
+        )
         fmt = case["body"].get("response_format", state.default_format)
         assert status == 200 and headers["Content-Type"] == {"mp3": "audio/mpeg", "wav": "audio/wav"}[fmt], name
         audio = decode(fmt, data)
@@ -376,7 +446,10 @@ def test_health_is_503_while_loading_and_the_key_is_checked():
             client(url, "sk-secret").audio.speech.create(model="tts-1", voice="x", input="Hi.")
         assert loading.value.status_code == 503 and loading.value.body["code"] == "model_loading"
         loaded.set()
-        while http("GET", url + "/health")[0] == 503 and json.loads(http("GET", url + "/health")[1])["status"] == "loading":
+        while (
+            http("GET", url + "/health")[0] == 503
+            and json.loads(http("GET", url + "/health")[1])["status"] == "loading"
+        ):
             time.sleep(0.05)
         status, body, _ = http("GET", url + "/health")
         assert status == 503 and "no model here" in json.loads(body)["error"]["message"]
@@ -417,8 +490,17 @@ def test_websocket_text_stream_speaks_before_the_text_ends(server, engine):
     streamed, usage = asyncio.run(run())
     assert usage["input_tokens"] == len(engine.talker.tokenize(TEXT)) > 0, "the tokens of the text streamed in"
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
-    whole = client(url).audio.speech.create(model="tts-1", voice="vivian", input=TEXT, response_format="pcm",
-                                            extra_body={"seed": 11, "language": "english"}).content
+    whole = (
+        client(url)
+        .audio.speech.create(
+            model="tts-1",
+            voice="vivian",
+            input=TEXT,
+            response_format="pcm",
+            extra_body={"seed": 11, "language": "english"},
+        )
+        .content
+    )
     assert streamed == whole, "same seed, same text: the same audio, streamed in or not"
 
 
@@ -435,9 +517,25 @@ def test_websocket_refuses_a_bad_start_and_the_example_client_works(server, tmp_
     event = asyncio.run(bad())
     assert event["type"] == "error" and event["error"]["param"] == "voice"
     out = tmp_path / "client.wav"
-    run = subprocess.run([sys.executable, str(REPO / "scripts" / "stream_text_client.py"), "--url", ws_url,
-                          "--text", "Bonjour, ceci est un test.", "--delay", "0", "--voice", "vivian", "-o", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "stream_text_client.py"),
+            "--url",
+            ws_url,
+            "--text",
+            "Bonjour, ceci est un test.",
+            "--delay",
+            "0",
+            "--voice",
+            "vivian",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     audio, rate = soundfile.read(out)
     assert rate == 24000 and len(audio) == FRAMES * 1920 and "first audio after" in run.stderr
@@ -528,7 +626,7 @@ def test_a_client_that_sends_half_a_request_is_disconnected(strict):
     url, _ = strict
     port = int(url.rsplit(":", 1)[1])
     head = b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-    sent = [head + b"Content-Ty"] * 3 + [head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"in"]
+    sent = [head + b"Content-Ty"] * 3 + [head + b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"in']
     sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in sent]
     try:
         for sock, data in zip(sockets, sent):
@@ -555,17 +653,37 @@ def test_kazetts_serve_command(tiny_gguf):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "kazetts", "serve", "--model", str(talker.parent), "--port",
-                                str(port), "--max-frames", "2", "--api-key", "k", "--max-input-chars", "20"], cwd=REPO,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kazetts",
+            "serve",
+            "--model",
+            str(talker.parent),
+            "--port",
+            str(port),
+            "--max-frames",
+            "2",
+            "--api-key",
+            "k",
+            "--max-input-chars",
+            "20",
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         end = time.time() + 120
         while time.time() < end and http("GET", url + "/health")[0] != 200:
             assert process.poll() is None, process.stderr.read().decode()
             time.sleep(0.2)
-        audio = client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="Hi there.",
-                                                     response_format="pcm").content
+        audio = (
+            client(url, "k")
+            .audio.speech.create(model="tts-1", voice="ryan", input="Hi there.", response_format="pcm")
+            .content
+        )
         assert len(audio) == 2 * FRAME_BYTES
         with pytest.raises(openai.BadRequestError) as long:
             client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="x" * 21)
@@ -577,6 +695,11 @@ def test_kazetts_serve_command(tiny_gguf):
 
 
 def test_kazetts_serve_bad_model_dir_is_one_line():
-    run = subprocess.run([sys.executable, "-m", "kazetts", "serve", "--model", "/nonexistent"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "kazetts", "serve", "--model", "/nonexistent"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and "exactly one *-talker-*.gguf" in run.stderr and "Traceback" not in run.stderr

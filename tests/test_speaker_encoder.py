@@ -100,8 +100,10 @@ def test_f16_file_is_close_and_has_the_same_fingerprint(encoders, tiny_gguf):
 
 
 def test_fingerprint_tells_models_apart(tiny_gguf):
-    prints = {fingerprint(tiny_gguf(preset, "base", "f32", seed)[1]) for preset, seed in
-              (("tiny", 0), ("tiny", 1), ("tiny-proj", 0))}
+    prints = {
+        fingerprint(tiny_gguf(preset, "base", "f32", seed)[1])
+        for preset, seed in (("tiny", 0), ("tiny", 1), ("tiny-proj", 0))
+    }
     assert len(prints) == 3
 
 

@@ -41,9 +41,16 @@ def _prompt(talker, manifest, arrays):
     case = manifest["case"]
     ids = talker.tokenize(chat_text(case["text"]))
     instruct = talker.tokenize(instruct_text(case["instruct"])) if case["instruct"] else None
-    prompt = build_prompt(talker.file, talker.file.voices, ids, language=case["language"], speaker=case["speaker"],
-                          instruct_ids=instruct, speaker_embedding=arrays.get("xvector"),
-                          text_streaming=not case["non_streaming"])
+    prompt = build_prompt(
+        talker.file,
+        talker.file.voices,
+        ids,
+        language=case["language"],
+        speaker=case["speaker"],
+        instruct_ids=instruct,
+        speaker_embedding=arrays.get("xvector"),
+        text_streaming=not case["non_streaming"],
+    )
     return ids, instruct, prompt
 
 
@@ -66,9 +73,11 @@ def test_teacher_forced_talker_matches_reference(name, talkers):
     got_cb0 = np.array([codes[0] for codes in trace.codes])
     hidden_cos = _cosines(trace.hidden, arrays["talker_hidden"])
     logits_cos = _cosines(trace.logits, arrays["talker_logits"])
-    print(f"{name}: prompt max abs diff {prompt_diff:.1e}; {len(got_cb0)}/{manifest['frames']} frames, CB0 "
-          f"identical {np.sum(got_cb0 == arrays['codes'][:len(got_cb0), 0])}; min cosine hidden "
-          f"{hidden_cos.min():.7f} logits {logits_cos.min():.7f}; stopped by {trace.stopped_by}")
+    print(
+        f"{name}: prompt max abs diff {prompt_diff:.1e}; {len(got_cb0)}/{manifest['frames']} frames, CB0 "
+        f"identical {np.sum(got_cb0 == arrays['codes'][: len(got_cb0), 0])}; min cosine hidden "
+        f"{hidden_cos.min():.7f} logits {logits_cos.min():.7f}; stopped by {trace.stopped_by}"
+    )
     assert np.array_equal(got_cb0, arrays["codes"][:, 0])
     assert trace.stopped_by == ("eos" if manifest["stopped_by"] == "eos" else "max_frames")
     assert len(trace.hidden) == manifest["talker_calls"]

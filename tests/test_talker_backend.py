@@ -14,13 +14,25 @@ import pytest
 from kazetts import native
 from kazetts.stages.talker import Talker
 
-LIB = native.bind({
-    "kz_talker_backend_check": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int]),
-    "kz_talker_backend_calls": (ctypes.c_int64, []),
-    "kz_talker_backend_status": (ctypes.c_char_p, []),
-    "kz_talker_backend_check_columns": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                                          ctypes.c_uint64, ctypes.c_int, ctypes.c_int]),
-})
+LIB = native.bind(
+    {
+        "kz_talker_backend_check": (ctypes.c_double, [ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int]),
+        "kz_talker_backend_calls": (ctypes.c_int64, []),
+        "kz_talker_backend_status": (ctypes.c_char_p, []),
+        "kz_talker_backend_check_columns": (
+            ctypes.c_double,
+            [
+                ctypes.c_int64,
+                ctypes.c_int64,
+                ctypes.c_int64,
+                ctypes.c_int64,
+                ctypes.c_uint64,
+                ctypes.c_int,
+                ctypes.c_int,
+            ],
+        ),
+    }
+)
 
 
 def _kernel_or_skip():
@@ -44,9 +56,21 @@ def _columns_kernel_or_skip():
 
 # the talker's shapes with a 48-row prompt; rows past the 8-row groups (70, 5, 9), every tile width
 # (n mod 6: 0 to 5), one block (32), one-row remainders only (5 rows), more columns than a batch
-@pytest.mark.parametrize("rows,cols,n", [(2048, 1024, 48), (1024, 3072, 48), (3072, 1024, 48), (70, 1024, 7),
-                                         (9, 64, 13), (5, 96, 3), (16, 32, 2), (40, 128, 10), (8, 64, 11),
-                                         (24, 256, 66)])
+@pytest.mark.parametrize(
+    "rows,cols,n",
+    [
+        (2048, 1024, 48),
+        (1024, 3072, 48),
+        (3072, 1024, 48),
+        (70, 1024, 7),
+        (9, 64, 13),
+        (5, 96, 3),
+        (16, 32, 2),
+        (40, 128, 10),
+        (8, 64, 11),
+        (24, 256, 66),
+    ],
+)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_many_column_products_equal_ggml_gemm_bit_for_bit(rows, cols, n, threads):
     _columns_kernel_or_skip()
@@ -56,8 +80,9 @@ def test_many_column_products_equal_ggml_gemm_bit_for_bit(rows, cols, n, threads
 
 # the backend claims 2+ columns at any row stride (a view of a wider matrix): whole blocks more,
 # a few floats more (columns not 16-byte aligned), one tile or many, 1 and 2 threads
-@pytest.mark.parametrize("rows,cols,n,extra", [(70, 1024, 7, 32), (9, 64, 13, 5), (24, 256, 66, 1), (5, 96, 3, 3),
-                                               (40, 128, 10, 96)])
+@pytest.mark.parametrize(
+    "rows,cols,n,extra", [(70, 1024, 7, 32), (9, 64, 13, 5), (24, 256, 66, 1), (5, 96, 3, 3), (40, 128, 10, 96)]
+)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_many_column_products_of_strided_columns_equal_ggml_bit_for_bit(rows, cols, n, extra, threads):
     """ggml's mul_mat and the backend's product (columns_product, as graph_compute runs it) of the

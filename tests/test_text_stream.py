@@ -24,7 +24,7 @@ def tts(tiny_gguf):
 
 def body(tts, text: str) -> list[int]:
     ids = tts.talker.tokenize(chat_text(text))
-    return ids[ROLE_TOKENS:len(ids) - TAIL_TOKENS]
+    return ids[ROLE_TOKENS : len(ids) - TAIL_TOKENS]
 
 
 def read_pieces(pieces: TextPieces) -> list[tuple[str, list[int]]]:
@@ -44,8 +44,39 @@ def random_chunks(text: str, rng: random.Random, as_bytes: bool) -> list:
     return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
 
 
-ALPHABET = ["a", "b", "Z", "é", "e\u0301", " ", "  ", "\t", "\n", "\n\n", ".", ",", "!", "?", "'", "'s", "'re",
-            "\"", "1", "23", "-", "你", "好", "，", "。", "🙂", "(", ")", "don", "word", "  \n "]
+ALPHABET = [
+    "a",
+    "b",
+    "Z",
+    "é",
+    "e\u0301",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\n\n",
+    ".",
+    ",",
+    "!",
+    "?",
+    "'",
+    "'s",
+    "'re",
+    '"',
+    "1",
+    "23",
+    "-",
+    "你",
+    "好",
+    "，",
+    "。",
+    "🙂",
+    "(",
+    ")",
+    "don",
+    "word",
+    "  \n ",
+]
 
 
 def test_final_boundaries_never_change_a_committed_token(tts):
@@ -77,8 +108,11 @@ def test_early_tokens_are_committed_before_the_text_ends(tts):
 
 
 def test_long_text_is_cut_into_pieces_that_join_back(tts):
-    text = ("Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. " * 9
-            + "Un mot" + "x" * 400)
+    text = (
+        "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. " * 9
+        + "Un mot"
+        + "x" * 400
+    )
     words = [w + " " for w in text.split(" ")]
     words[-1] = words[-1][:-1]
     pieces = read_pieces(TextPieces(words, tts.talker.tokenize, PIECE_CHARS))
@@ -112,8 +146,19 @@ def test_stream_text_word_by_word_gives_the_codes_of_the_whole_text(tts):
 
 def test_stream_text_takes_async_chunks_and_bytes(tts):
     """(sampled, with the sampling options: the same seed gives the same audio as stream)"""
-    options = dict(speaker="ryan", language="auto", seed=5, max_frames=10, temperature=0.7, top_k=5, top_p=0.8,
-                   repetition_penalty=1.3, subtalker_temperature=1.3, subtalker_top_k=20, subtalker_top_p=0.9)
+    options = dict(
+        speaker="ryan",
+        language="auto",
+        seed=5,
+        max_frames=10,
+        temperature=0.7,
+        top_k=5,
+        top_p=0.8,
+        repetition_penalty=1.3,
+        subtalker_temperature=1.3,
+        subtalker_top_k=20,
+        subtalker_top_p=0.9,
+    )
     text = "Grüße, 你好！ 🙂 ok."
     whole = tts.synthesize(text, **options)
 
@@ -121,7 +166,7 @@ def test_stream_text_takes_async_chunks_and_bytes(tts):
         data = text.encode()
         for i in range(0, len(data), 3):  # cuts inside multi-byte characters
             await asyncio.sleep(0)
-            yield data[i:i + 3]
+            yield data[i : i + 3]
 
     audio = tts.stream_text(deltas(), **options)  # made outside the event loop, iterated in it
 
@@ -148,6 +193,7 @@ def test_a_one_token_text_is_said(tts):
     """Its trailing text is empty (the embedding row reader used to fail on no rows)."""
     assert len(body(tts, "Hi")) == 1
     result = tts.synthesize("Hi", speaker="vivian", greedy=True, max_frames=3)
-    streamed = np.concatenate([c.audio for c in tts.stream_text(iter(["H", "i"]), speaker="vivian", greedy=True,
-                                                                 max_frames=3)])
+    streamed = np.concatenate(
+        [c.audio for c in tts.stream_text(iter(["H", "i"]), speaker="vivian", greedy=True, max_frames=3)]
+    )
     assert result.codes.shape[0] == 3 and np.array_equal(streamed, result.audio)

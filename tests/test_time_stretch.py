@@ -34,8 +34,8 @@ def test_duration_changes_and_pitch_stays(speed):
     assert len(out) == round(len(audio) / speed)
     assert abs(peak_hz(out) - 220.0) < 3.0, "the pitch is kept"
     assert np.isfinite(out).all() and np.abs(out).max() < 1.0
-    body = out[len(out) // 4: 3 * len(out) // 4]
-    assert 0.7 < np.sqrt(np.mean(body ** 2)) / np.sqrt(np.mean(audio ** 2)) < 1.3, "no gaps or doubling"
+    body = out[len(out) // 4 : 3 * len(out) // 4]
+    assert 0.7 < np.sqrt(np.mean(body**2)) / np.sqrt(np.mean(audio**2)) < 1.3, "no gaps or doubling"
 
 
 @pytest.mark.parametrize("speed", [0.6, 1.7])
@@ -60,6 +60,7 @@ def test_speed_out_of_range(speed):
 
 # -- `speed` in the API and the command line: the same WSOLA, range and words as the server ---------
 
+
 @pytest.mark.parametrize("speed", [0.5, 1.5])
 def test_speed_in_the_api_stretches_the_audio_and_keeps_the_codes(tiny_tts, speed):
     tts = tiny_tts()
@@ -77,8 +78,10 @@ def test_speed_in_the_api_stretches_the_audio_and_keeps_the_codes(tiny_tts, spee
 @pytest.mark.parametrize("speed", [0.1, 5, float("nan"), float("inf"), "fast", True, None])
 def test_speed_out_of_range_in_the_api_is_the_servers_message(tiny_tts, speed):
     tts = tiny_tts()
-    for call in (lambda: tts.synthesize("Hello.", speaker="vivian", speed=speed),
-                 lambda: next(iter(tts.stream_text(iter(["Hello."]), speaker="vivian", speed=speed)))):
+    for call in (
+        lambda: tts.synthesize("Hello.", speaker="vivian", speed=speed),
+        lambda: next(iter(tts.stream_text(iter(["Hello."]), speaker="vivian", speed=speed))),
+    ):
         with pytest.raises(ValueError, match=r"speed must be within 0.25..4.0, got "):
             call()
 
@@ -92,15 +95,30 @@ def test_speed_on_the_command_line(tiny_gguf, tmp_path):
     from conftest import REPO
 
     model = tiny_gguf("tiny", "custom_voice", "f32")[0].parent
-    say = [sys.executable, "-m", "kazetts", "say", "Hello there.", "--model", str(model), "--speaker", "vivian",
-           "--greedy", "--max-frames", "8"]
+    say = [
+        sys.executable,
+        "-m",
+        "kazetts",
+        "say",
+        "Hello there.",
+        "--model",
+        str(model),
+        "--speaker",
+        "vivian",
+        "--greedy",
+        "--max-frames",
+        "8",
+    ]
     for speed in ("1", "2"):
-        result = subprocess.run([*say, "--speed", speed, "-o", str(tmp_path / f"{speed}.wav")], capture_output=True,
-                                cwd=REPO, timeout=300)
+        result = subprocess.run(
+            [*say, "--speed", speed, "-o", str(tmp_path / f"{speed}.wav")], capture_output=True, cwd=REPO, timeout=300
+        )
         assert result.returncode == 0, result.stderr.decode()
     assert len(soundfile.read(tmp_path / "2.wav")[0]) == round(len(soundfile.read(tmp_path / "1.wav")[0]) / 2)
-    result = subprocess.run([*say, "--speed", "9", "-o", str(tmp_path / "9.wav")], capture_output=True, cwd=REPO,
-                            timeout=300)
+    result = subprocess.run(
+        [*say, "--speed", "9", "-o", str(tmp_path / "9.wav")], capture_output=True, cwd=REPO, timeout=300
+    )
     assert result.returncode == 2 and result.stderr.decode().strip().endswith(
-        "argument --speed: speed must be within 0.25..4.0, got 9.0")
+        "argument --speed: speed must be within 0.25..4.0, got 9.0"
+    )
     assert not (tmp_path / "9.wav").exists()

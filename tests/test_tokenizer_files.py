@@ -120,8 +120,11 @@ def test_tokenizers_parity(hf_tokenizer, reference):
 
 
 def test_transformers_parity(tok_dir, reference):
-    pytest.importorskip("transformers", reason="slow/fast Qwen2Tokenizer loading is checked only in the reference env "
-                                                 "(.venv-ref), which has transformers")
+    pytest.importorskip(
+        "transformers",
+        reason="slow/fast Qwen2Tokenizer loading is checked only in the reference env "
+        "(.venv-ref), which has transformers",
+    )
     from transformers import AutoTokenizer, Qwen2Tokenizer, Qwen2TokenizerFast
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 

@@ -23,12 +23,21 @@ def engines(tiny_tts):
 def test_greedy_end_to_end_matches_reference(name, engines):
     manifest, arrays = goldens.load_case(DUMPS / name)
     ck = manifest["checkpoint"]
-    result = engines(ck["preset"], ck["model_type"], ck["seed"]).synthesize(manifest["case"]["text"],
-                                                                          **golden_request(manifest, arrays))
-    same = int((result.codes == arrays["codes"]).all(axis=1).sum()) if result.codes.shape == arrays["codes"].shape else 0
-    wave_diff = float(np.abs(result.audio - arrays["waveform"]).max()) if len(result.audio) == len(arrays["waveform"]) else np.inf
-    print(f"{name}: {same}/{manifest['frames']} frames with all 16 codes identical; stopped by {result.stopped_by}; "
-          f"waveform max abs diff {wave_diff:.2e}")
+    result = engines(ck["preset"], ck["model_type"], ck["seed"]).synthesize(
+        manifest["case"]["text"], **golden_request(manifest, arrays)
+    )
+    same = (
+        int((result.codes == arrays["codes"]).all(axis=1).sum()) if result.codes.shape == arrays["codes"].shape else 0
+    )
+    wave_diff = (
+        float(np.abs(result.audio - arrays["waveform"]).max())
+        if len(result.audio) == len(arrays["waveform"])
+        else np.inf
+    )
+    print(
+        f"{name}: {same}/{manifest['frames']} frames with all 16 codes identical; stopped by {result.stopped_by}; "
+        f"waveform max abs diff {wave_diff:.2e}"
+    )
     assert np.array_equal(result.codes, arrays["codes"])
     assert result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
     assert wave_diff <= goldens.GATES["codec_max_abs"]
@@ -73,8 +82,10 @@ def test_long_text_is_split_in_order_and_crossfaded(engines):
     sentence = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. "
     text = sentence * 8  # about 700 characters: three pieces
     stopped: list = []
-    pieces = [c.piece for c in tts.stream(text, speaker="vivian", language="french", greedy=True, max_frames=6,
-                                          stopped_by=stopped)]
+    pieces = [
+        c.piece
+        for c in tts.stream(text, speaker="vivian", language="french", greedy=True, max_frames=6, stopped_by=stopped)
+    ]
     assert pieces == sorted(pieces) and pieces[-1] == len(stopped) - 1 >= 2
     result = tts.synthesize(text, speaker="vivian", language="french", greedy=True, max_frames=6)
     frames = result.codes.shape[0]
@@ -99,11 +110,14 @@ def test_many_scripts_give_audio(engines, text):
     assert result.codes.shape[1] == 16 and len(result.audio) > 0 and np.isfinite(result.audio).all()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"text": "   \n "}, "empty text"),
-    ({"text": "Hi.", "speaker": "nobody"}, "unknown speaker"),
-    ({"text": "Hi.", "language": "klingon"}, "unknown language"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"text": "   \n "}, "empty text"),
+        ({"text": "Hi.", "speaker": "nobody"}, "unknown speaker"),
+        ({"text": "Hi.", "language": "klingon"}, "unknown language"),
+    ],
+)
 def test_bad_requests_fail_before_compute(engines, kwargs, message):
     tts = engines()
     position = tts.talker.position
@@ -123,13 +137,21 @@ def test_five_thousand_characters_are_all_said_in_order(engines):
     from kazetts.engine.text_split import split_text
     from kazetts.engine.tts import PIECE_CHARS
 
-    sentences = ["Le 14 juillet 1789, à Paris. ", "今天天气很好，我们去公园吧！", "Emoji 🙂 and digits 12 345. ",
-                 "Ceci est une phrase assez longue, avec des virgules, des points et des accents. "]
+    sentences = [
+        "Le 14 juillet 1789, à Paris. ",
+        "今天天气很好，我们去公园吧！",
+        "Emoji 🙂 and digits 12 345. ",
+        "Ceci est une phrase assez longue, avec des virgules, des points et des accents. ",
+    ]
     text = "".join(sentences[i % len(sentences)] for i in range(200))[:5000]
     expected = [p for p in split_text(text, PIECE_CHARS) if p.strip()]
     stopped: list = []
-    pieces = [c.piece for c in engines().stream(text, speaker="vivian", language="auto", greedy=True, max_frames=2,
-                                                stopped_by=stopped)]
+    pieces = [
+        c.piece
+        for c in engines().stream(
+            text, speaker="vivian", language="auto", greedy=True, max_frames=2, stopped_by=stopped
+        )
+    ]
     assert len(stopped) == len(expected) >= 17
     assert pieces == sorted(pieces) and set(pieces) == set(range(len(expected)))
 
@@ -140,7 +162,9 @@ def test_a_model_directory_is_enough(tiny_gguf, tiny_tts):
     with TTS(talker.parent, threads=1, codec_weights="f32") as tts:
         assert (tts.talker.file.path, tts.mmproj) == (talker, str(mmproj))
         codes = tts.synthesize("Hello there.", speaker="vivian", greedy=True, max_frames=4).codes
-    assert np.array_equal(codes, tiny_tts().synthesize("Hello there.", speaker="vivian", greedy=True, max_frames=4).codes)
+    assert np.array_equal(
+        codes, tiny_tts().synthesize("Hello there.", speaker="vivian", greedy=True, max_frames=4).codes
+    )
     with pytest.raises(ValueError, match="is not a model directory: give a directory with one"):
         TTS(talker)
     with pytest.raises(ValueError, match="must hold exactly one"):

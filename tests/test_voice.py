@@ -34,8 +34,12 @@ def test_x_vector_cloning_from_the_recording_matches_generate_voice_clone(name, 
     manifest, arrays = goldens.load_case(DUMPS / name)
     case, ck = manifest["case"], manifest["checkpoint"]
     tts = engines(ck["preset"], ck["model_type"])
-    request = dict(language=case["language"], text_streaming=not case["non_streaming"], greedy=True,
-                   max_frames=case["max_new_tokens"] - 1)
+    request = dict(
+        language=case["language"],
+        text_streaming=not case["non_streaming"],
+        greedy=True,
+        max_frames=case["max_new_tokens"] - 1,
+    )
     result = tts.synthesize(case["text"], ref_audio=str(recording(case["ref_audio"])), x_vector_only=True, **request)
     assert np.array_equal(result.codes, arrays["codes"])
     assert result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
@@ -62,7 +66,9 @@ def test_voice_file_round_trips(engines, tmp_path):
 
 def test_a_voice_for_another_model_is_refused(engines, tmp_path):
     proj = engines("tiny-proj").enroll(recording("en_24k"))
-    with pytest.raises(ValueError, match="made for a base model of hidden size 96, this is a base model of hidden size 64"):
+    with pytest.raises(
+        ValueError, match="made for a base model of hidden size 96, this is a base model of hidden size 64"
+    ):
         engines().synthesize("Hello.", voice=proj, max_frames=2)
     other_seed = Voice.load(engines("tiny", "base", 1).enroll(recording("en_24k")).save(tmp_path / "seed1.voice"))
     with pytest.raises(ValueError, match="another speaker encoder"):
@@ -87,28 +93,36 @@ def test_icl_needs_the_codec_encoder_and_is_a_clear_error_without_it(engines, mo
     xvec = tts.synthesize("Hello.", voice=voice, x_vector_only=True, greedy=True, max_frames=3)
     assert len(icl.codes) >= 1 and len(xvec.codes) >= 1
     # an mmproj from llama.cpp's converter has no kazetts.enc.* tensors: x-vector cloning only
-    monkeypatch.setattr(tts, "mmproj_tensors", frozenset(n for n in tts.mmproj_tensors if not n.startswith("kazetts.enc.")))
+    monkeypatch.setattr(
+        tts, "mmproj_tensors", frozenset(n for n in tts.mmproj_tensors if not n.startswith("kazetts.enc."))
+    )
     assert not tts.has_codec_encoder
-    for request in (dict(ref_audio=str(recording("en_24k")), ref_text=text),  # ICL by default with a text
-                    dict(ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=False),
-                    dict(voice=tts.enroll(recording("en_24k"), ref_text=text))):
+    for request in (
+        dict(ref_audio=str(recording("en_24k")), ref_text=text),  # ICL by default with a text
+        dict(ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=False),
+        dict(voice=tts.enroll(recording("en_24k"), ref_text=text)),
+    ):
         with pytest.raises(ValueError, match="no codec encoder .* use x_vector_only=True"):
             tts.synthesize("Hello.", max_frames=2, **request)
     assert NO_CODEC_ENCODER.startswith("this mmproj has no codec encoder")
     with pytest.raises(ValueError, match="needs ref_text"):
         tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), x_vector_only=False, max_frames=2)
-    r = tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=True,
-                       greedy=True, max_frames=3)
+    r = tts.synthesize(
+        "Hello.", ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=True, greedy=True, max_frames=3
+    )
     assert len(r.codes) >= 1
 
 
-@pytest.mark.parametrize("request_, message", [
-    (dict(voice="me.voice"), "voice must be a kazetts.Voice"),
-    (dict(ref_text="words"), "a voice= or ref_audio= to clone"),
-    (dict(x_vector_only=True), "a voice= or ref_audio= to clone"),
-    (dict(ref_audio="a.wav", speaker="vivian"), "replaces speaker= and speaker_embedding="),
-    (dict(ref_audio="a.wav", speaker_embedding=np.zeros(64, np.float32)), "replaces speaker="),
-])
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        (dict(voice="me.voice"), "voice must be a kazetts.Voice"),
+        (dict(ref_text="words"), "a voice= or ref_audio= to clone"),
+        (dict(x_vector_only=True), "a voice= or ref_audio= to clone"),
+        (dict(ref_audio="a.wav", speaker="vivian"), "replaces speaker= and speaker_embedding="),
+        (dict(ref_audio="a.wav", speaker_embedding=np.zeros(64, np.float32)), "replaces speaker="),
+    ],
+)
 def test_conflicting_clone_requests_are_refused(engines, request_, message):
     with pytest.raises(ValueError, match=message):
         engines().synthesize("Hello.", max_frames=2, **request_)
@@ -133,6 +147,7 @@ def test_edge_references_give_a_voice_or_a_clear_error(engines, tmp_path):
     soundfile.write(stereo, np.stack([speech, speech], axis=1), sr, subtype="FLOAT")
     assert np.array_equal(tts.enroll(stereo).x_vector, base)
     import soxr
+
     for rate in (8000, 96000):
         path = tmp_path / f"r{rate}.wav"
         soundfile.write(path, soxr.resample(speech, sr, rate), rate, subtype="FLOAT")
@@ -145,8 +160,11 @@ def test_edge_references_give_a_voice_or_a_clear_error(engines, tmp_path):
     assert set(timings) == {"audio", "mel", "speaker_encoder"}
     with pytest.warns(RuntimeWarning, match="only 0.10 s"):
         tts.enroll((speech[: sr // 10], sr))
-    for audio, message in ((np.zeros(sr, np.float32), "silent"), (np.zeros(0, np.float32), "empty"),
-                           (speech[:1000], "needs at least 53 ms")):
+    for audio, message in (
+        (np.zeros(sr, np.float32), "silent"),
+        (np.zeros(0, np.float32), "empty"),
+        (speech[:1000], "needs at least 53 ms"),
+    ):
         with pytest.raises(ValueError, match=f"ref_audio: .*{message}"):
             tts.enroll((audio, sr))
     with pytest.raises(ValueError, match="ref_text is empty"):
@@ -166,7 +184,9 @@ def test_edge_references_clone_in_icl_mode_too(engines, tmp_path):
     assert sr == 24000
     stereo = tmp_path / "stereo.wav"
     soundfile.write(stereo, np.stack([speech, speech], axis=1), sr, subtype="FLOAT")
-    assert np.array_equal(tts.enroll(stereo, ref_text=text).ref_codes, tts.enroll((speech, sr), ref_text=text).ref_codes)
+    assert np.array_equal(
+        tts.enroll(stereo, ref_text=text).ref_codes, tts.enroll((speech, sr), ref_text=text).ref_codes
+    )
     cases = []
     for rate in (8000, 96000):
         path = tmp_path / f"r{rate}.wav"
@@ -229,10 +249,13 @@ def test_ref_silence_goes_with_a_ref_audio_only(engines):
             tts.synthesize("Hello.", ref_silence=0.5, max_frames=2, **request)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"not a gguf at all", "not a kazetts voice file"),
-    (None, "not a kazetts voice file \\(a 'qwen3tts' GGUF\\)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"not a gguf at all", "not a kazetts voice file"),
+        (None, "not a kazetts voice file \\(a 'qwen3tts' GGUF\\)"),
+    ],
+)
 def test_a_file_that_is_not_a_voice_is_refused(tmp_path, tiny_gguf, content, message):
     path = tiny_gguf("tiny", "base", "f32")[0] if content is None else tmp_path / "x.voice"
     if content is not None:
@@ -252,12 +275,17 @@ def test_fingerprint_check_names_what_differs():
 
 # -- the seal and damaged files ---------------------------------------------------------------------
 
+
 def _sealed_voice(tmp_path) -> pathlib.Path:
     """A voice file with every part (x-vector, codes, text), made without a model."""
     rng = np.random.default_rng(0)
-    voice = Voice(x_vector=rng.standard_normal(64).astype(np.float32), model=ModelFingerprint("base", 64, "c" * 64),
-                  ref_text="Une phrase de référence.", ref_codes=rng.integers(0, 2048, (5, 16), dtype=np.int32),
-                  ref_seconds=0.4)
+    voice = Voice(
+        x_vector=rng.standard_normal(64).astype(np.float32),
+        model=ModelFingerprint("base", 64, "c" * 64),
+        ref_text="Une phrase de référence.",
+        ref_codes=rng.integers(0, 2048, (5, 16), dtype=np.int32),
+        ref_seconds=0.4,
+    )
     return voice.save(tmp_path / "sealed.voice")
 
 
@@ -297,14 +325,17 @@ def test_a_voice_file_of_format_1_loads_with_a_warning_and_a_seal_is_always_chec
         Voice.load(downgraded.write(tmp_path / "downgraded.voice"))
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda L: L.set_tensor("ref_codes", [16, 5], 0), "ref_codes is stored as F32, a voice file holds it as I32"),
-    (lambda L: L.set_tensor("ref_codes", [570], 26), "ref_codes has 570 values, not whole frames of 16 codes"),
-    (lambda L: L.set_tensor("x_vector", [65], 0), "x_vector has 65 values, the file says hidden size 64"),
-    (lambda L: L.drop("x_vector"), "the voice file has no x_vector"),
-    (lambda L: L.set_kv("kazetts.voice.ref_text", 6, 0.5), "ref_text is damaged"),
-    (lambda L: L.set_kv("kazetts.voice.ref_seconds", 6, float("nan")), "ref_seconds is damaged"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda L: L.set_tensor("ref_codes", [16, 5], 0), "ref_codes is stored as F32, a voice file holds it as I32"),
+        (lambda L: L.set_tensor("ref_codes", [570], 26), "ref_codes has 570 values, not whole frames of 16 codes"),
+        (lambda L: L.set_tensor("x_vector", [65], 0), "x_vector has 65 values, the file says hidden size 64"),
+        (lambda L: L.drop("x_vector"), "the voice file has no x_vector"),
+        (lambda L: L.set_kv("kazetts.voice.ref_text", 6, 0.5), "ref_text is damaged"),
+        (lambda L: L.set_kv("kazetts.voice.ref_seconds", 6, float("nan")), "ref_seconds is damaged"),
+    ],
+)
 def test_a_damaged_voice_file_says_what_is_wrong(tmp_path, edit, message):
     from kazetts.validation.gguf_edit import GGUFLayout
 
@@ -327,7 +358,10 @@ def test_a_truncated_or_garbled_voice_file_is_one_clear_error(tmp_path):
 
 
 def test_fingerprints_that_share_a_prefix_are_shown_apart():
-    ours, theirs = ModelFingerprint("base", 64, "9c11225a0971" + "a" * 52), ModelFingerprint("base", 64, "9c11225a0971" + "b" * 52)
+    ours, theirs = (
+        ModelFingerprint("base", 64, "9c11225a0971" + "a" * 52),
+        ModelFingerprint("base", 64, "9c11225a0971" + "b" * 52),
+    )
     with pytest.raises(ValueError) as error:
         ours.check(theirs)
     assert "9c11225a0971bbbb" in str(error.value) and "9c11225a0971aaaa" in str(error.value)
@@ -336,8 +370,14 @@ def test_fingerprints_that_share_a_prefix_are_shown_apart():
 def test_a_voice_too_long_for_the_context_says_so(engines):
     tts = engines("tiny", "base")
     rng = np.random.default_rng(1)
-    voice = Voice(x_vector=rng.standard_normal(tts.talker.file.hidden_size).astype(np.float32),
-                  model=tts.model_fingerprint, ref_text="A reference.",
-                  ref_codes=rng.integers(0, 1024, (5000, 16), dtype=np.int32), ref_seconds=400.0)
-    with pytest.raises(ValueError, match=r"the voice's reference is 5000 frames \(400.0 s\).*enroll a shorter reference"):
+    voice = Voice(
+        x_vector=rng.standard_normal(tts.talker.file.hidden_size).astype(np.float32),
+        model=tts.model_fingerprint,
+        ref_text="A reference.",
+        ref_codes=rng.integers(0, 1024, (5000, 16), dtype=np.int32),
+        ref_seconds=400.0,
+    )
+    with pytest.raises(
+        ValueError, match=r"the voice's reference is 5000 frames \(400.0 s\).*enroll a shorter reference"
+    ):
         tts.synthesize("Hello.", voice=voice, max_frames=2)

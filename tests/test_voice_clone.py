@@ -44,6 +44,7 @@ def encoders(tiny_gguf):
 
 # ---- goldens -------------------------------------------------------------------------------------
 
+
 def test_every_clone_case_is_dumped_and_nothing_else():
     on_disk = sorted(p.name for p in CLONE.iterdir() if p.is_dir() and p.name != goldens.REF_AUDIO_DIR)
     assert on_disk == sorted(NAMES)
@@ -69,7 +70,9 @@ def test_clone_manifest_matches_case_files_and_audio(name, dumps):
 def test_clone_checkpoint_digests_are_what_make_checkpoint_builds(dumps, tiny_checkpoint):
     for name, (manifest, _) in dumps.items():
         ck = manifest["checkpoint"]
-        assert goldens.checkpoint_digests(tiny_checkpoint(ck["preset"], ck["model_type"], ck["seed"])) == ck["sha256"], name
+        assert (
+            goldens.checkpoint_digests(tiny_checkpoint(ck["preset"], ck["model_type"], ck["seed"])) == ck["sha256"]
+        ), name
 
 
 def test_clone_cases_cover_the_required_modes(dumps):
@@ -79,12 +82,16 @@ def test_clone_cases_cover_the_required_modes(dumps):
     # > 250 SEANet steps: beyond the sliding window a flash-attention Mimi would apply
     assert max(a["enc_seanet"].shape[1] for _, a in dumps.values()) > 250
     # streaming with more text rows than codec rows (trailing text) and with fewer (padding)
-    lens = {n: (len(a["ref_text_ids"]) - 5 + len(a["text_ids"]) - 8 + 1, m["ref_frames"] + 1) for n, (m, a) in dumps.items()
-            if not goldens.CLONE_CASES_BY_NAME[n].non_streaming}
+    lens = {
+        n: (len(a["ref_text_ids"]) - 5 + len(a["text_ids"]) - 8 + 1, m["ref_frames"] + 1)
+        for n, (m, a) in dumps.items()
+        if not goldens.CLONE_CASES_BY_NAME[n].non_streaming
+    }
     assert any(t > c for t, c in lens.values()) and any(t <= c for t, c in lens.values()), lens
 
 
 # ---- converter -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("out_type", ["f32", "q8_0"])
 def test_base_mmproj_holds_the_codec_encoder(tiny_gguf, out_type):
@@ -94,7 +101,13 @@ def test_base_mmproj_holds_the_codec_encoder(tiny_gguf, out_type):
     enc = [n for n in types if n.startswith(N.ENC + ".")]
     # 6 SEANet convs + 4 res blocks x 2 convs, weights and biases; downsample; 1 layer x 12; 2 projections + 2 codebooks
     assert len(enc) == 2 * (6 + 8) + 1 + 12 + 4
-    for name in (N.ENC_SEM_PROJ, N.ENC_SEM_CODEBOOK, N.ENC_AC_PROJ, N.ENC_AC_CODEBOOK, "kazetts.enc.tfm.blk.0.ln1.bias"):
+    for name in (
+        N.ENC_SEM_PROJ,
+        N.ENC_SEM_CODEBOOK,
+        N.ENC_AC_PROJ,
+        N.ENC_AC_CODEBOOK,
+        "kazetts.enc.tfm.blk.0.ln1.bias",
+    ):
         assert types[name] == Q.F32, name
     want = Q.F32 if out_type == "f32" else Q.F16
     assert types["kazetts.enc.seanet.0.weight"] == want and types["kazetts.enc.tfm.blk.0.attn_q.weight"] == want
@@ -112,6 +125,7 @@ def test_other_model_types_have_no_codec_encoder(tiny_gguf):
 
 
 # ---- native codec encoder --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_codec_encoder_codes_identical_to_reference(name, dumps, encoders):
@@ -158,6 +172,7 @@ def test_codec_encoder_bad_input(encoders, tmp_path):
 
 # ---- ICL prompt ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_icl_prompt_matches_reference(name, dumps, tiny_checkpoint):
     """Both text modes; rows from numpy over the HF weights, the reference's x-vector and codes."""
@@ -166,13 +181,26 @@ def test_icl_prompt_matches_reference(name, dumps, tiny_checkpoint):
     path = tiny_checkpoint(ck["preset"], ck["model_type"], ck["seed"])
     rows, voices = HFRows(path), VoiceTable.from_hf_config(json.loads((path / "config.json").read_text()))
     frames = np.stack([rows.frame_input(c) for c in a["ref_codes"]])
-    prompt = build_icl_prompt(rows, voices, a["text_ids"].tolist(), a["ref_text_ids"].tolist(), frames, a["xvector"],
-                              language=case["language"], text_streaming=not case["non_streaming"])
+    prompt = build_icl_prompt(
+        rows,
+        voices,
+        a["text_ids"].tolist(),
+        a["ref_text_ids"].tolist(),
+        frames,
+        a["xvector"],
+        language=case["language"],
+        text_streaming=not case["non_streaming"],
+    )
     assert prompt.prefill.shape == a["prompt_embeds"].shape
     steps = np.stack([rows.frame_input(a["codes"][k]) + prompt.text_row(k) for k in range(manifest["frames"])])
-    prefill_diff, step_diff = np.abs(prompt.prefill - a["prompt_embeds"]).max(), np.abs(steps - a["talker_inputs"]).max()
-    print(f"{name}: prefill {len(prompt.prefill)} rows max abs diff {prefill_diff:.2e}, trailing text "
-          f"{len(prompt.trailing_text)} rows, step inputs max abs diff {step_diff:.2e}")
+    prefill_diff, step_diff = (
+        np.abs(prompt.prefill - a["prompt_embeds"]).max(),
+        np.abs(steps - a["talker_inputs"]).max(),
+    )
+    print(
+        f"{name}: prefill {len(prompt.prefill)} rows max abs diff {prefill_diff:.2e}, trailing text "
+        f"{len(prompt.trailing_text)} rows, step inputs max abs diff {step_diff:.2e}"
+    )
     assert prefill_diff <= 1e-5 and step_diff <= 1e-5
 
 
@@ -193,6 +221,7 @@ def test_icl_prompt_bad_input(dumps, tiny_checkpoint):
 
 
 # ---- engine: ICL synthesis -------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def engines(tiny_gguf):

@@ -20,8 +20,10 @@ def _enroll(args: argparse.Namespace) -> int:
     path = voice.save(args.output, **output)
     icl = "with reference codes (ICL)" if voice.has_icl else "x-vector only"
     silence = f" + {voice.ref_silence:g} s of silence" if voice.ref_silence else ""
-    print(f"{path}: {voice.ref_seconds:.2f} s reference{silence}, {icl}, for a {voice.model.model_type} model of "
-          f"hidden size {voice.model.hidden_size}")
+    print(
+        f"{path}: {voice.ref_seconds:.2f} s reference{silence}, {icl}, for a {voice.model.model_type} model of "
+        f"hidden size {voice.model.hidden_size}"
+    )
     if args.verbose:
         print("  " + ", ".join(f"{name} {1000 * seconds:.1f} ms" for name, seconds in timings.items()))
     return 0
@@ -29,7 +31,9 @@ def _enroll(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     e = sub.add_parser("enroll", help="make a cloned voice file from a reference recording (Base models)")
-    e.add_argument("ref_audio", type=pathlib.Path, help="reference recording (WAV, FLAC, OGG ...; 3-10 s of clean speech)")
+    e.add_argument(
+        "ref_audio", type=pathlib.Path, help="reference recording (WAV, FLAC, OGG ...; 3-10 s of clean speech)"
+    )
     e.add_argument("-o", "--output", required=True, type=pathlib.Path, help="voice file to write (e.g. me.voice)")
     e.add_argument("--force", action="store_true", help="replace the voice file if it exists")
     e.add_argument("--ref-text", default=None, help="the words said in the recording (ICL cloning needs them)")

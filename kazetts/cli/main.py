@@ -20,8 +20,7 @@ DEBUG_ENV = "KAZETTS_DEBUG"  # set to 1 for tracebacks instead of one-line error
 def _convert(args: argparse.Namespace) -> int:
     from kazetts.tools.convert import convert_checkpoint
 
-    talker, mmproj = convert_checkpoint(args.checkpoint, args.out, args.type, name=args.name,
-                                        verbose=not args.quiet)
+    talker, mmproj = convert_checkpoint(args.checkpoint, args.out, args.type, name=args.name, verbose=not args.quiet)
     print(talker)
     print(mmproj)
     return 0
@@ -30,8 +29,9 @@ def _convert(args: argparse.Namespace) -> int:
 def _quantize(args: argparse.Namespace) -> int:
     from kazetts.tools.quantize import quantize_file
 
-    result = quantize_file(args.input, args.output, args.type, nthread=args.threads,
-                           allow_requantize=args.allow_requantize)
+    result = quantize_file(
+        args.input, args.output, args.type, nthread=args.threads, allow_requantize=args.allow_requantize
+    )
     print(result.summary())
     return 0
 
@@ -56,20 +56,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"kazetts {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="convert a Hugging Face checkpoint directory to talker + mmproj GGUF files")
-    c.add_argument("checkpoint", help="checkpoint directory (config.json, model.safetensors, speech_tokenizer/, tokenizer)")
+    c.add_argument(
+        "checkpoint", help="checkpoint directory (config.json, model.safetensors, speech_tokenizer/, tokenizer)"
+    )
     c.add_argument("-o", "--out", required=True, help="output directory")
     c.add_argument("--type", default="q8_0", help="tensor type for weight matrices: f32, f16 or q8_0 (default q8_0)")
     c.add_argument("--name", default=None, help="file name prefix (default: the checkpoint directory's name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no per-tensor progress")
     c.set_defaults(func=_convert)
     from kazetts.tools.quantize import TYPES
+
     q = sub.add_parser("quantize", help="requantize a talker (llama.cpp's quantizer) or mmproj GGUF")
     q.add_argument("input", help="talker or mmproj GGUF (best: an f16/f32 file from `kazetts convert --type f16`)")
     q.add_argument("output", help="output GGUF file")
-    q.add_argument("--type", required=True, choices=TYPES, metavar="TYPE",
-                   help=f"target type: {', '.join(TYPES)} (mmproj: code predictor matrices get q8_0 or q4_0)")
-    q.add_argument("-t", "--threads", type=cli_say.int_in(1, cli_say.MAX_THREADS), default=None,
-                   help="threads for llama.cpp's quantizer (default: all cores)")
+    q.add_argument(
+        "--type",
+        required=True,
+        choices=TYPES,
+        metavar="TYPE",
+        help=f"target type: {', '.join(TYPES)} (mmproj: code predictor matrices get q8_0 or q4_0)",
+    )
+    q.add_argument(
+        "-t",
+        "--threads",
+        type=cli_say.int_in(1, cli_say.MAX_THREADS),
+        default=None,
+        help="threads for llama.cpp's quantizer (default: all cores)",
+    )
     q.add_argument("--allow-requantize", action="store_true", help="accept an already quantized input")
     q.set_defaults(func=_quantize)
     i = sub.add_parser("info", help="show what a talker or mmproj GGUF holds")
@@ -104,15 +117,20 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: still one line, unless asked for the traceback
         if os.environ.get(DEBUG_ENV):
             raise
-        print(f"kazetts {args.command}: internal error: {type(e).__name__}: {_one_line(e)} "
-              f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        print(
+            f"kazetts {args.command}: internal error: {type(e).__name__}: {_one_line(e)} "
+            f"(set {DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 
 def _warning_in_one_line(command: str):
     """A warning as the errors are shown: one line naming the command, not the library's file and line."""
+
     def show(message, category, filename, lineno, file=None, line=None):
         print(f"kazetts {command}: warning: {_one_line(message)}", file=sys.stderr if file is None else file)
+
     return show
 
 

@@ -11,8 +11,19 @@ import time
 import numpy as np
 
 from kazetts.engine.output_file import stream_fd
-from kazetts.request import (INT_OPTIONS, MAX_REF_SILENCE, MAX_SEED, MAX_SPEED, MAX_THREADS, MIN_SPEED, OPTIONS, Sampling,
-                             check_option, check_speed, shown)
+from kazetts.request import (
+    INT_OPTIONS,
+    MAX_REF_SILENCE,
+    MAX_SEED,
+    MAX_SPEED,
+    MAX_THREADS,
+    MIN_SPEED,
+    OPTIONS,
+    Sampling,
+    check_option,
+    check_speed,
+    shown,
+)
 
 DEFAULT_MODEL = os.environ.get("KAZETTS_MODEL", "models/tiny")
 
@@ -61,8 +72,12 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     defaults = Sampling()
     for name, (_, valid) in OPTIONS.items():
         stage = "code predictor (codebooks 1..15)" if name.startswith("subtalker_") else "talker (codebook 0)"
-        p.add_argument("--" + name.replace("_", "-"), type=sampling_option(name), default=None,
-                       help=f"{stage} sampling: {valid} (default {getattr(defaults, name):g})")
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=sampling_option(name),
+            default=None,
+            help=f"{stage} sampling: {valid} (default {getattr(defaults, name):g})",
+        )
 
 
 def sampling_options(args: argparse.Namespace) -> dict:
@@ -71,20 +86,32 @@ def sampling_options(args: argparse.Namespace) -> dict:
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"directory with one *-talker-*.gguf and one *-mmproj-*.gguf (default {DEFAULT_MODEL}, "
-                        "or $KAZETTS_MODEL)")
-    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2,
-                   help=f"CPU threads per stage, 1..{MAX_THREADS} (default 2)")
-    p.add_argument("--codec-threads", type=int_in(0, MAX_THREADS), default=None,
-                   help="the codec decoder's own threads, decoding while the talker makes the next frames "
-                        "(0: serial; default: the cores beyond --threads, at most --threads; 0 without a spare core)")
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"directory with one *-talker-*.gguf and one *-mmproj-*.gguf (default {DEFAULT_MODEL}, or $KAZETTS_MODEL)",
+    )
+    p.add_argument(
+        "--threads", type=int_in(1, MAX_THREADS), default=2, help=f"CPU threads per stage, 1..{MAX_THREADS} (default 2)"
+    )
+    p.add_argument(
+        "--codec-threads",
+        type=int_in(0, MAX_THREADS),
+        default=None,
+        help="the codec decoder's own threads, decoding while the talker makes the next frames "
+        "(0: serial; default: the cores beyond --threads, at most --threads; 0 without a spare core)",
+    )
 
 
 def add_ref_silence_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ref-silence", type=float, default=0.0, metavar="SECONDS",
-                   help=f"silence appended to the reference before encoding, 0..{MAX_REF_SILENCE:g} s (default 0; "
-                        "about 0.5 keeps ICL from repeating the reference's last sound)")
+    p.add_argument(
+        "--ref-silence",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"silence appended to the reference before encoding, 0..{MAX_REF_SILENCE:g} s (default 0; "
+        "about 0.5 keeps ICL from repeating the reference's last sound)",
+    )
 
 
 def model_inputs(model_dir) -> list[pathlib.Path]:
@@ -95,8 +122,12 @@ def model_inputs(model_dir) -> list[pathlib.Path]:
 def engine(args: argparse.Namespace, codec_weights: str):
     from kazetts.engine.tts import TTS
 
-    return TTS(args.model, threads=args.threads, codec_weights=codec_weights,
-               codec_threads=getattr(args, "codec_threads", None))  # validate has no --codec-threads
+    return TTS(
+        args.model,
+        threads=args.threads,
+        codec_weights=codec_weights,
+        codec_threads=getattr(args, "codec_threads", None),
+    )  # validate has no --codec-threads
 
 
 class _Progress:
@@ -115,9 +146,13 @@ class _Progress:
             return
         self.last = now
         rtf = elapsed / max(frames * 0.08, 1e-9)
-        print(f"{chr(13) if self.tty else ''}  {frames} frames ({frames * 0.08:.1f} s of audio), "
-              f"{frames / elapsed:.1f} frames/s, real-time factor {rtf:.2f}", end="" if self.tty else "\n",
-              file=sys.stderr, flush=True)
+        print(
+            f"{chr(13) if self.tty else ''}  {frames} frames ({frames * 0.08:.1f} s of audio), "
+            f"{frames / elapsed:.1f} frames/s, real-time factor {rtf:.2f}",
+            end="" if self.tty else "\n",
+            file=sys.stderr,
+            flush=True,
+        )
         self.shown = self.tty
 
     def close(self) -> None:
@@ -134,11 +169,21 @@ def _say(args: argparse.Namespace) -> int:
     sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output), inputs)
     try:
         tts = engine(args, args.codec)
-        options = dict(speaker=args.speaker, language=args.language, instruct=args.instruct, greedy=args.greedy,
-                       seed=args.seed, max_frames=args.max_frames, text_streaming=not args.no_text_streaming,
-                       ref_audio=args.ref_audio, ref_text=args.ref_text, ref_silence=args.ref_silence,
-                       x_vector_only=True if args.x_vector_only else None, speed=args.speed,
-                       **sampling_options(args))
+        options = dict(
+            speaker=args.speaker,
+            language=args.language,
+            instruct=args.instruct,
+            greedy=args.greedy,
+            seed=args.seed,
+            max_frames=args.max_frames,
+            text_streaming=not args.no_text_streaming,
+            ref_audio=args.ref_audio,
+            ref_text=args.ref_text,
+            ref_silence=args.ref_silence,
+            x_vector_only=True if args.x_vector_only else None,
+            speed=args.speed,
+            **sampling_options(args),
+        )
         if args.voice:
             from kazetts.engine.voice import Voice
 
@@ -146,8 +191,9 @@ def _say(args: argparse.Namespace) -> int:
         timings: dict = {}
         progress = _Progress(sys.stderr.isatty() or args.verbose, sys.stderr.isatty())
         try:
-            for chunk in tts.stream(text, speaker_embedding=embedding, timings=timings,
-                                    chunk_frames=args.chunk_frames, **options):
+            for chunk in tts.stream(
+                text, speaker_embedding=embedding, timings=timings, chunk_frames=args.chunk_frames, **options
+            ):
                 sink.write(chunk.audio, tts.sample_rate)
                 progress.update(chunk.frames)
         finally:
@@ -157,13 +203,17 @@ def _say(args: argparse.Namespace) -> int:
         sink.discard()
     frames = timings.get("frames", 0)
     audio_s = sink.samples / tts.sample_rate
-    report = (f"{frames} frames, {audio_s:.2f} s of audio in {timings.get('wall', 0):.2f} s "
-              f"(real-time factor {timings.get('wall', 0) / max(audio_s, 1e-9):.2f}); first audio after "
-              f"{timings.get('first_chunk', 0):.3f} s")
+    report = (
+        f"{frames} frames, {audio_s:.2f} s of audio in {timings.get('wall', 0):.2f} s "
+        f"(real-time factor {timings.get('wall', 0) / max(audio_s, 1e-9):.2f}); first audio after "
+        f"{timings.get('first_chunk', 0):.3f} s"
+    )
     print(report, file=report_to)
     if args.verbose:
-        stages = ", ".join(f"{name} {1000 * timings.get(name, 0) / max(frames, 1):.1f} ms/frame"
-                           for name in ("talker", "code_predictor", "codec"))
+        stages = ", ".join(
+            f"{name} {1000 * timings.get(name, 0) / max(frames, 1):.1f} ms/frame"
+            for name in ("talker", "code_predictor", "codec")
+        )
         print(f"  per stage: {stages}", file=report_to)
     return 0
 
@@ -171,8 +221,11 @@ def _say(args: argparse.Namespace) -> int:
 def _read_text(args: argparse.Namespace) -> str:
     """The text to say: the argument, stdin for "-", or --text-file."""
     if (args.text is None) == (args.text_file is None):
-        raise ValueError("give the text to say either as an argument (- reads stdin) or with --text-file, not both"
-                         if args.text is not None else "no text: give it as an argument, - for stdin, or --text-file FILE")
+        raise ValueError(
+            "give the text to say either as an argument (- reads stdin) or with --text-file, not both"
+            if args.text is not None
+            else "no text: give it as an argument, - for stdin, or --text-file FILE"
+        )
     if args.text_file is not None:
         try:
             data = pathlib.Path(args.text_file).read_bytes()
@@ -186,8 +239,9 @@ def _utf8(data: bytes, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{what} is not UTF-8 text (byte 0x{data[e.start]:02x} at position {e.start}); "
-                         "save it as UTF-8") from None
+        raise ValueError(
+            f"{what} is not UTF-8 text (byte 0x{data[e.start]:02x} at position {e.start}); save it as UTF-8"
+        ) from None
 
 
 def _load_embedding(path: str) -> np.ndarray:
@@ -211,8 +265,9 @@ class _FileSink:
         if self.file is None:
             import soundfile
 
-            self.file = soundfile.SoundFile(self.output.staging, "w", samplerate=sample_rate, channels=1,
-                                            subtype="PCM_16", format="WAV")
+            self.file = soundfile.SoundFile(
+                self.output.staging, "w", samplerate=sample_rate, channels=1, subtype="PCM_16", format="WAV"
+            )
         self.file.write(audio)
         self.samples += len(audio)
 
@@ -258,10 +313,19 @@ def _voices(args: argparse.Namespace) -> int:
         print("speakers:")
         for name in sorted(voices.speakers):
             dialect = voices.speaker_dialects.get(name)
-            print(f"  {name}" + (f"  (speaks {dialect.replace('_', ' ')} with language chinese/auto)" if dialect else ""))
+            print(
+                f"  {name}" + (f"  (speaks {dialect.replace('_', ' ')} with language chinese/auto)" if dialect else "")
+            )
     else:
-        print("speakers:   none (" + ("clone one: kazetts enroll, then say --voice; or say --ref-audio"
-                                      if voices.model_type == "base" else "describe the voice with --instruct") + ")")
+        print(
+            "speakers:   none ("
+            + (
+                "clone one: kazetts enroll, then say --voice; or say --ref-audio"
+                if voices.model_type == "base"
+                else "describe the voice with --instruct"
+            )
+            + ")"
+        )
     print(f"instruct:   {'yes' if voices.supports_instruct else 'no'}")
     return 0
 
@@ -281,9 +345,13 @@ def _validate(args: argparse.Namespace) -> int:
         run = validate_clone_case if clone else validate_case
         for check in run(tts, case_dir, quantized):
             failed += not check.passed
-            print(f"{check.case:24s} {check.stage:11s} {'ok' if check.passed else 'FAIL':5s} {check.detail}", flush=True)
-    print(f"{'all gates passed' if not failed else f'{failed} gate(s) failed'}"
-          f"{' (quantized files: looser gates)' if quantized else ''}")
+            print(
+                f"{check.case:24s} {check.stage:11s} {'ok' if check.passed else 'FAIL':5s} {check.detail}", flush=True
+            )
+    print(
+        f"{'all gates passed' if not failed else f'{failed} gate(s) failed'}"
+        f"{' (quantized files: looser gates)' if quantized else ''}"
+    )
     return 1 if failed else 0
 
 
@@ -302,15 +370,28 @@ def register(sub) -> None:
     s.add_argument("--ref-audio", default=None, help="reference recording to clone on the fly (Base models)")
     s.add_argument("--ref-text", default=None, help="the words said in --ref-audio (ICL cloning)")
     add_ref_silence_argument(s)
-    s.add_argument("--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text")
+    s.add_argument(
+        "--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text"
+    )
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
-    s.add_argument("--speed", type=checked_number(check_speed), default=1.0,
-                   help=f"speaking rate, {MIN_SPEED:g}..{MAX_SPEED:g} (default 1; a pitch-preserving time-stretch)")
+    s.add_argument(
+        "--speed",
+        type=checked_number(check_speed),
+        default=1.0,
+        help=f"speaking rate, {MIN_SPEED:g}..{MAX_SPEED:g} (default 1; a pitch-preserving time-stretch)",
+    )
     add_sampling_arguments(s)
-    s.add_argument("--max-frames", type=int_in(1), default=None,
-                   help="frame cap per text piece, >= 1 (default: from its length)")
-    s.add_argument("--stream", dest="chunk_frames", action="store_const", const=1, default=4,
-                   help="decode and write audio frame by frame (default: every 4 frames)")
+    s.add_argument(
+        "--max-frames", type=int_in(1), default=None, help="frame cap per text piece, >= 1 (default: from its length)"
+    )
+    s.add_argument(
+        "--stream",
+        dest="chunk_frames",
+        action="store_const",
+        const=1,
+        default=4,
+        help="decode and write audio frame by frame (default: every 4 frames)",
+    )
     s.add_argument("--no-text-streaming", action="store_true", help="all text in the prompt (non-streaming mode)")
     s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
     s.add_argument("-v", "--verbose", action="store_true", help="per-stage timings")

@@ -10,8 +10,9 @@ import pathlib
 from kazetts import native
 from kazetts.errors import ModelFileError
 
-_SIGNATURES = {"kz_model_files_check": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                                       ctypes.c_size_t])}
+_SIGNATURES = {
+    "kz_model_files_check": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t])
+}
 
 
 def find_model_files(model_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
@@ -30,7 +31,8 @@ def check_model_files(talker, mmproj) -> None:
     checkpoints (the fingerprint `kazetts convert` writes into both, the model type): every 0.6B
     model has the same shapes, so the stages' widths cannot tell a CustomVoice talker from a Base one."""
     err = native.error_buffer()
-    status = native.bind(_SIGNATURES).kz_model_files_check(os.fsencode(str(talker)), os.fsencode(str(mmproj)), err,
-                                                           len(err))
+    status = native.bind(_SIGNATURES).kz_model_files_check(
+        os.fsencode(str(talker)), os.fsencode(str(mmproj)), err, len(err)
+    )
     if status != 0:
         raise ModelFileError(err.value.decode("utf-8", "replace"))

@@ -27,32 +27,68 @@ N_CODEBOOKS = 16
 
 
 class Params(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("n_threads", ctypes.c_int32), ("codec_weights", ctypes.c_int32),
-                ("cp_weights", ctypes.c_int32), ("n_ctx", ctypes.c_int32), ("n_batch", ctypes.c_int32),
-                ("verbose", ctypes.c_int32), ("codec_threads", ctypes.c_int32)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("n_threads", ctypes.c_int32),
+        ("codec_weights", ctypes.c_int32),
+        ("cp_weights", ctypes.c_int32),
+        ("n_ctx", ctypes.c_int32),
+        ("n_batch", ctypes.c_int32),
+        ("verbose", ctypes.c_int32),
+        ("codec_threads", ctypes.c_int32),
+    ]
 
 
 class Request(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("speaker", ctypes.c_char_p), ("language", ctypes.c_char_p),
-                ("instruct", ctypes.c_char_p), ("xvector", ctypes.POINTER(ctypes.c_float)),
-                ("xvector_len", ctypes.c_int32), ("text_streaming", ctypes.c_int32), ("greedy", ctypes.c_int32),
-                ("temperature", ctypes.c_float), ("top_k", ctypes.c_int32), ("top_p", ctypes.c_float),
-                ("repetition_penalty", ctypes.c_float), ("cp_temperature", ctypes.c_float),
-                ("cp_top_k", ctypes.c_int32), ("cp_top_p", ctypes.c_float), ("seed", ctypes.c_int64),
-                ("max_frames", ctypes.c_int32), ("chunk_frames", ctypes.c_int32), ("min_frames", ctypes.c_int32)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("speaker", ctypes.c_char_p),
+        ("language", ctypes.c_char_p),
+        ("instruct", ctypes.c_char_p),
+        ("xvector", ctypes.POINTER(ctypes.c_float)),
+        ("xvector_len", ctypes.c_int32),
+        ("text_streaming", ctypes.c_int32),
+        ("greedy", ctypes.c_int32),
+        ("temperature", ctypes.c_float),
+        ("top_k", ctypes.c_int32),
+        ("top_p", ctypes.c_float),
+        ("repetition_penalty", ctypes.c_float),
+        ("cp_temperature", ctypes.c_float),
+        ("cp_top_k", ctypes.c_int32),
+        ("cp_top_p", ctypes.c_float),
+        ("seed", ctypes.c_int64),
+        ("max_frames", ctypes.c_int32),
+        ("chunk_frames", ctypes.c_int32),
+        ("min_frames", ctypes.c_int32),
+    ]
 
 
 class Chunk(ctypes.Structure):
-    _fields_ = [("samples", ctypes.POINTER(ctypes.c_float)), ("n_samples", ctypes.c_int32),
-                ("codes", ctypes.POINTER(ctypes.c_int32)), ("n_frames", ctypes.c_int32), ("piece", ctypes.c_int32),
-                ("frames_total", ctypes.c_int32)]
+    _fields_ = [
+        ("samples", ctypes.POINTER(ctypes.c_float)),
+        ("n_samples", ctypes.c_int32),
+        ("codes", ctypes.POINTER(ctypes.c_int32)),
+        ("n_frames", ctypes.c_int32),
+        ("piece", ctypes.c_int32),
+        ("frames_total", ctypes.c_int32),
+    ]
 
 
 class NativeResult(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("stop_reason", ctypes.c_int32), ("n_frames", ctypes.c_int32),
-                ("n_pieces", ctypes.c_int32), ("pieces_at_budget", ctypes.c_int32), ("n_samples", ctypes.c_int64),
-                ("prefill_ms", ctypes.c_double), ("talker_ms", ctypes.c_double), ("code_predictor_ms", ctypes.c_double),
-                ("codec_ms", ctypes.c_double), ("first_audio_ms", ctypes.c_double), ("total_ms", ctypes.c_double)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("stop_reason", ctypes.c_int32),
+        ("n_frames", ctypes.c_int32),
+        ("n_pieces", ctypes.c_int32),
+        ("pieces_at_budget", ctypes.c_int32),
+        ("n_samples", ctypes.c_int64),
+        ("prefill_ms", ctypes.c_double),
+        ("talker_ms", ctypes.c_double),
+        ("code_predictor_ms", ctypes.c_double),
+        ("codec_ms", ctypes.c_double),
+        ("first_audio_ms", ctypes.c_double),
+        ("total_ms", ctypes.c_double),
+    ]
 
 
 CHUNK_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(Chunk), ctypes.c_void_p)
@@ -62,19 +98,40 @@ _SIGNATURES = {
     "kz_tts_default_params": (Params, None),
     "kz_tts_default_request": (Request, None),
     "kz_tts_auto_codec_threads": (ctypes.c_int32, [ctypes.c_int32]),
-    "kz_tts_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Params), ctypes.POINTER(_P),
-                                   ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_tts_load": (
+        ctypes.c_int,
+        [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(Params),
+            ctypes.POINTER(_P),
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ],
+    ),
     "kz_tts_free": (None, [_P]),
     "kz_tts_model_info": (ctypes.c_char_p, [_P]),
     "kz_tts_last_error": (ctypes.c_char_p, [_P]),
     "kz_tts_sample_rate": (ctypes.c_int, [_P]),
-    "kz_tts_synthesize": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, _P,
-                                         ctypes.POINTER(NativeResult)]),
+    "kz_tts_synthesize": (
+        ctypes.c_int,
+        [_P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, _P, ctypes.POINTER(NativeResult)],
+    ),
     "kz_tts_cancel": (None, [_P]),
     "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
     "kz_text_split": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int32, _c_int32_p, ctypes.c_int32]),
-    "kz_talker_choose": (ctypes.c_int, [ctypes.POINTER(ctypes.c_float), ctypes.c_int32, ctypes.c_int32, _c_int32_p,
-                                        ctypes.c_int32, ctypes.POINTER(Request), ctypes.POINTER(ctypes.c_uint64)]),
+    "kz_talker_choose": (
+        ctypes.c_int,
+        [
+            ctypes.POINTER(ctypes.c_float),
+            ctypes.c_int32,
+            ctypes.c_int32,
+            _c_int32_p,
+            ctypes.c_int32,
+            ctypes.POINTER(Request),
+            ctypes.POINTER(ctypes.c_uint64),
+        ],
+    ),
 }
 
 
@@ -97,10 +154,19 @@ def _utf8(s: str | None) -> bytes | None:
 SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
 
 
-def request(speaker: str | None = None, language: str = "auto", instruct: str | None = None,
-            speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
-            seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
-            min_frames: int | None = None, **sampling) -> tuple[Request, list]:
+def request(
+    speaker: str | None = None,
+    language: str = "auto",
+    instruct: str | None = None,
+    speaker_embedding: np.ndarray | None = None,
+    text_streaming: bool = True,
+    greedy: bool = False,
+    seed: int | None = None,
+    max_frames: int | None = None,
+    chunk_frames: int = 4,
+    min_frames: int | None = None,
+    **sampling,
+) -> tuple[Request, list]:
     """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
     its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*), plus the
     native engine's own `min_frames` (None: the library's default, the reference's 2); returns
@@ -135,7 +201,7 @@ def split_text(text: str, max_chars: int = 300) -> list[str]:
         raise ValueError("kz_text_split refused the text")
     ends = (ctypes.c_int32 * max(n, 1))()
     lib().kz_text_split(data, max_chars, ends, n)
-    starts = [0] + list(ends[:n - 1]) if n else []
+    starts = [0] + list(ends[: n - 1]) if n else []
     return [data[a:b].decode("utf-8") for a, b in zip(starts, ends[:n])]
 
 
@@ -155,8 +221,15 @@ class NativeTTS(native.NativeHandle):
 
     _free_name, _last_error_name = "kz_tts_free", "kz_tts_last_error"
 
-    def __init__(self, talker, mmproj, threads: int = 2, codec_weights: str = "f16", n_ctx: int = 2048,
-                 codec_threads: int | None = None):
+    def __init__(
+        self,
+        talker,
+        mmproj,
+        threads: int = 2,
+        codec_weights: str = "f16",
+        n_ctx: int = 2048,
+        codec_threads: int | None = None,
+    ):
         """codec_threads as kazetts.TTS's (None: the library's default, kz_tts_auto_codec_threads)."""
         if codec_weights not in CODEC_WEIGHTS:
             raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(CODEC_WEIGHTS)}")
@@ -167,16 +240,26 @@ class NativeTTS(native.NativeHandle):
             params.codec_threads = int(codec_threads)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
-        native.check(self._lib.kz_tts_load(os.fsencode(str(talker)), os.fsencode(str(mmproj)), ctypes.byref(params),
-                                           ctypes.byref(self._handle), err, len(err)), err.value)
+        native.check(
+            self._lib.kz_tts_load(
+                os.fsencode(str(talker)),
+                os.fsencode(str(mmproj)),
+                ctypes.byref(params),
+                ctypes.byref(self._handle),
+                err,
+                len(err),
+            ),
+            err.value,
+        )
         self.info = json.loads(self._lib.kz_tts_model_info(self._handle).decode("utf-8"))
         self.sample_rate = self._lib.kz_tts_sample_rate(self._handle)
 
     def cancel(self) -> None:
         self._lib.kz_tts_cancel(self._handle)
 
-    def synthesize(self, text: str, on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None,
-                   **options) -> Synthesis:
+    def synthesize(
+        self, text: str, on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None, **options
+    ) -> Synthesis:
         """The whole request; `on_chunk(audio, codes, frames_total)` (optional) sees every chunk
         and returns False to stop. Options as `kazetts.TTS.stream` (see `request`)."""
         r, keep = request(**options)
@@ -185,7 +268,11 @@ class NativeTTS(native.NativeHandle):
 
         def callback(chunk_p, _user):
             c = chunk_p.contents
-            samples = np.ctypeslib.as_array(c.samples, shape=(c.n_samples,)).copy() if c.n_samples else np.zeros(0, np.float32)
+            samples = (
+                np.ctypeslib.as_array(c.samples, shape=(c.n_samples,)).copy()
+                if c.n_samples
+                else np.zeros(0, np.float32)
+            )
             codes = np.ctypeslib.as_array(c.codes, shape=(c.n_frames, N_CODEBOOKS)).copy()
             audio.append(samples)
             chunks.append((c.frames_total, c.n_samples))
@@ -193,12 +280,22 @@ class NativeTTS(native.NativeHandle):
 
         res = NativeResult()
         res.struct_size = ctypes.sizeof(NativeResult)
-        self._check(self._lib.kz_tts_synthesize(self._handle, text.encode("utf-8"), ctypes.byref(r),
-                                                CHUNK_CALLBACK(callback), None, ctypes.byref(res)))
+        self._check(
+            self._lib.kz_tts_synthesize(
+                self._handle, text.encode("utf-8"), ctypes.byref(r), CHUNK_CALLBACK(callback), None, ctypes.byref(res)
+            )
+        )
         del keep
         timings = {name: getattr(res, name) for name, _ in NativeResult._fields_ if name.endswith("_ms")}
-        return Synthesis(np.concatenate(audio) if audio else np.zeros(0, np.float32), self.last_codes(),
-                         STOP_REASONS[res.stop_reason], res.n_pieces, res.pieces_at_budget, timings, chunks)
+        return Synthesis(
+            np.concatenate(audio) if audio else np.zeros(0, np.float32),
+            self.last_codes(),
+            STOP_REASONS[res.stop_reason],
+            res.n_pieces,
+            res.pieces_at_budget,
+            timings,
+            chunks,
+        )
 
     def last_codes(self) -> np.ndarray:
         n = self._lib.kz_tts_last_codes(self._handle, None, 0)

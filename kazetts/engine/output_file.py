@@ -35,8 +35,15 @@ class OutputFile:
     finally) removes what was not committed. `what` names the output in messages, `replace_hint`
     says how to replace an existing file when `replace` is False."""
 
-    def __init__(self, target: str | os.PathLike, *, replace: bool = True, inputs=(), what: str = "output",
-                 replace_hint: str = "pass replace=True to replace it"):
+    def __init__(
+        self,
+        target: str | os.PathLike,
+        *,
+        replace: bool = True,
+        inputs=(),
+        what: str = "output",
+        replace_hint: str = "pass replace=True to replace it",
+    ):
         self.target, self.in_place, self.what = _checked_target(target, replace, inputs, what, replace_hint)
         folder = pathlib.Path(tempfile.gettempdir()) if self.in_place else self.target.parent
         try:
@@ -47,8 +54,14 @@ class OutputFile:
             raise OSError(f"cannot write the {what} {self.target}: {e.strerror or e}") from None
 
     @staticmethod
-    def check(target, *, replace: bool = True, inputs=(), what: str = "output",
-              replace_hint: str = "pass replace=True to replace it") -> None:
+    def check(
+        target,
+        *,
+        replace: bool = True,
+        inputs=(),
+        what: str = "output",
+        replace_hint: str = "pass replace=True to replace it",
+    ) -> None:
         """The refusals of the constructor alone, creating nothing (before a long job)."""
         _checked_target(target, replace, inputs, what, replace_hint)
 
@@ -109,7 +122,7 @@ def stream_fd(path) -> int | None:
     if text in _STREAMS:
         return _STREAMS[text]
     folder = next((f for f in _FD_FOLDERS if text.startswith(f)), None)
-    return int(text[len(folder):]) if folder and text[len(folder):].isdigit() else None
+    return int(text[len(folder) :]) if folder and text[len(folder) :].isdigit() else None
 
 
 def _create_exclusively(folder: pathlib.Path, name: str) -> pathlib.Path:

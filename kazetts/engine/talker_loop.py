@@ -44,9 +44,16 @@ class TalkerTrace:
         self.codes.append(codes)
 
 
-def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predictor: FramePredictor,
-                  max_frames: int, rng: np.random.Generator | None = None, trace: TalkerTrace | None = None,
-                  timings: dict[str, float] | None = None) -> Iterator[np.ndarray]:
+def talker_frames(
+    talker: Talker,
+    prompt: Prompt,
+    sampler: TalkerSampler,
+    predictor: FramePredictor,
+    max_frames: int,
+    rng: np.random.Generator | None = None,
+    trace: TalkerTrace | None = None,
+    timings: dict[str, float] | None = None,
+) -> Iterator[np.ndarray]:
     """Yields the 16 codes of each frame until the talker picks end-of-speech or `max_frames`
     frames exist. The frame whose CB0 is end-of-speech is not a frame.
 
@@ -55,8 +62,10 @@ def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predic
     before any compute when the prompt and the frames cannot fit the talker's context."""
     needed = len(prompt.prefill) + max_frames
     if needed > talker.n_ctx:
-        raise ValueError(f"text too long: {len(prompt.prefill)} prompt positions + {max_frames} frames exceed "
-                         f"the talker context of {talker.n_ctx}; split the text")
+        raise ValueError(
+            f"text too long: {len(prompt.prefill)} prompt positions + {max_frames} frames exceed "
+            f"the talker context of {talker.n_ctx}; split the text"
+        )
     trace = trace if trace is not None else TalkerTrace(record=False)
     timings = timings if timings is not None else {}
     talker.reset(needed)
@@ -83,8 +92,14 @@ def talker_frames(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predic
         hidden, logits = talker.step(embedding + prompt.text_row(frame))
 
 
-def run_talker(talker: Talker, prompt: Prompt, sampler: TalkerSampler, predictor: FramePredictor,
-               max_frames: int, rng: np.random.Generator | None = None) -> TalkerTrace:
+def run_talker(
+    talker: Talker,
+    prompt: Prompt,
+    sampler: TalkerSampler,
+    predictor: FramePredictor,
+    max_frames: int,
+    rng: np.random.Generator | None = None,
+) -> TalkerTrace:
     """The whole utterance at once, recording every talker call (for validation)."""
     trace = TalkerTrace()
     for _ in talker_frames(talker, prompt, sampler, predictor, max_frames, rng, trace):
@@ -98,8 +113,12 @@ class NativeFrames:
 
     def __init__(self, code_predictor, config: SamplerConfig, rng: np.random.Generator | None = None):
         self.code_predictor = code_predictor
-        self.options = {"greedy": config.greedy, "temperature": config.temperature, "top_k": config.top_k,
-                        "top_p": config.top_p}
+        self.options = {
+            "greedy": config.greedy,
+            "temperature": config.temperature,
+            "top_k": config.top_k,
+            "top_p": config.top_p,
+        }
         self.rng = rng
 
     def predict(self, hidden: np.ndarray, cb0: int, frame: int) -> tuple[np.ndarray, np.ndarray]:

@@ -53,8 +53,9 @@ def final_boundary(text: str, limit: int | None = None) -> int:
     end = len(text) - 1 if limit is None else min(limit, len(text) - 1)
     for b in range(end, 0, -1):
         before, after = text[b - 1], text[b]
-        if not before.isspace() and (after in " \t0123456789" or before in "0123456789"
-                                     or (before.isalpha() and not after.isalpha())):
+        if not before.isspace() and (
+            after in " \t0123456789" or before in "0123456789" or (before.isalpha() and not after.isalpha())
+        ):
             return b
     return 0
 
@@ -84,7 +85,7 @@ class TextPieces:
         if self._in_piece:
             while not self.closed:  # the frame loop may stop (a frame cap) before a piece's text has come
                 self._advance()
-            self.received = self.received[len(self.text):]
+            self.received = self.received[len(self.text) :]
         self._in_piece = True
         self.tokens, self.closed, self.text, self._fed_chars = [], False, "", 0
         while True:
@@ -92,7 +93,7 @@ class TextPieces:
             if self.tokens:
                 return True
             if self.closed:  # a piece of whitespace only: skip it
-                self.received = self.received[len(self.text):]
+                self.received = self.received[len(self.text) :]
                 self.closed, self.text = False, ""
             if self.ended and not self.received.strip():
                 return False
@@ -145,21 +146,21 @@ class TextPieces:
     def _piece_end(self) -> int | None:
         """Where the current piece ends, once that can no longer change; None while it grows."""
         text = self.received
-        for end in sentence_ends(text[:self.piece_chars]):
+        for end in sentence_ends(text[: self.piece_chars]):
             if end >= max(self.piece_chars // 2, self._fed_chars) and (self.ended or _settled(text, end)):
                 return end
         if len(text) > self.piece_chars:
-            return cut_point(text[:self.piece_chars], self._fed_chars)
+            return cut_point(text[: self.piece_chars], self._fed_chars)
         return len(text) if self.ended else None
 
     def _body(self, text: str) -> list[int]:
         ids = self._tokenize(chat_text(text))
-        self.head, self.tail = ids[:ROLE_TOKENS], ids[len(ids) - TAIL_TOKENS:]
-        return ids[ROLE_TOKENS:len(ids) - TAIL_TOKENS]
+        self.head, self.tail = ids[:ROLE_TOKENS], ids[len(ids) - TAIL_TOKENS :]
+        return ids[ROLE_TOKENS : len(ids) - TAIL_TOKENS]
 
     def _commit(self, text: str, chars: int) -> None:
         tokens = self._body(text)
-        if tokens[:len(self.tokens)] != self.tokens:
+        if tokens[: len(self.tokens)] != self.tokens:
             raise RuntimeError(f"kazetts bug: committed text tokens changed at {text!r}")
         self.tokens, self._fed_chars = tokens, chars
 
@@ -221,8 +222,9 @@ def run_with_async_chunks(run: Callable[[Iterator[Any]], Iterator[Any]], chunks:
 
     async def items() -> AsyncIterator:
         results: asyncio.Queue = asyncio.Queue()
-        thread = threading.Thread(target=worker, args=(asyncio.get_running_loop(), results),
-                                  name="kazetts-stream-text", daemon=True)
+        thread = threading.Thread(
+            target=worker, args=(asyncio.get_running_loop(), results), name="kazetts-stream-text", daemon=True
+        )
         thread.start()
         try:
             while (item := await results.get()) is not done:

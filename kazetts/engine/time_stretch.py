@@ -86,7 +86,7 @@ class TimeStretch:
         out = np.zeros(length, np.float64)
         lo, hi = max(start, self.input_start), min(start + length, self.input_start + len(self.input))
         if hi > lo:
-            out[lo - start:hi - start] = self.input[lo - self.input_start:hi - self.input_start]
+            out[lo - start : hi - start] = self.input[lo - self.input_start : hi - self.input_start]
         return out
 
     def _best(self, nominal: int) -> int:
@@ -107,8 +107,8 @@ class TimeStretch:
         if grow > 0:
             self.output = np.concatenate([self.output, np.zeros(grow)])
             self.weight = np.concatenate([self.weight, np.zeros(grow)])
-        self.output[start:start + self.frame] += window * self._segment(position, self.frame)
-        self.weight[start:start + self.frame] += window
+        self.output[start : start + self.frame] += window * self._segment(position, self.frame)
+        self.weight[start : start + self.frame] += window
 
     def _release(self, until: int) -> np.ndarray:
         """Output [output_start, until), which no later frame touches."""

@@ -29,15 +29,34 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import BusyError, KazettsError, ModelFileError
-from kazetts.request import MAX_SEED, MAX_THREADS, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling, check_speed, check_text_length, shown
+from kazetts.request import (
+    MAX_SEED,
+    MAX_THREADS,
+    REPETITION_PENALTY,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+    Sampling,
+    check_speed,
+    check_text_length,
+    shown,
+)
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
 from kazetts.stages.audio_input import check_ref_silence
 from kazetts.stages.codec_encoder import CodecEncoder
-from kazetts.stages.prompt import (ROLE_TOKENS, TAIL_TOKENS, Prompt, build_icl_prompt, build_prompt, chat_text,
-                                    instruct_text, ref_chat_text)
+from kazetts.stages.prompt import (
+    ROLE_TOKENS,
+    TAIL_TOKENS,
+    Prompt,
+    build_icl_prompt,
+    build_prompt,
+    chat_text,
+    instruct_text,
+    ref_chat_text,
+)
 from kazetts.stages.sampling import TalkerSampler, code_predictor_config, talker_config
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
@@ -55,8 +74,10 @@ MIN_CONTEXT = 16  # talker positions: the native engine's floor too (kz_tts_load
 CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
-NO_CODEC_ENCODER = ("this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
-                    "does): ICL cloning needs the reference's codec codes; use x_vector_only=True")
+NO_CODEC_ENCODER = (
+    "this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
+    "does): ICL cloning needs the reference's codec codes; use x_vector_only=True"
+)
 
 
 def frame_budget(n_text_tokens: int) -> int:
@@ -119,13 +140,23 @@ class TTS:
     `threads` (kz_tts_auto_codec_threads, the native engine's rule). The samples, chunks and
     their order are the same either way, in stream, synthesize and stream_text."""
 
-    def __init__(self, talker: str | os.PathLike, mmproj: str | os.PathLike | None = None, threads: int = 2,
-                 codec_weights: str = "f16", n_ctx: int = 2048, codec_threads: int | None = None):
+    def __init__(
+        self,
+        talker: str | os.PathLike,
+        mmproj: str | os.PathLike | None = None,
+        threads: int = 2,
+        codec_weights: str = "f16",
+        n_ctx: int = 2048,
+        codec_threads: int | None = None,
+    ):
         talker, mmproj = _model_paths(talker, mmproj)
         threads = check_int("threads", threads, 1, MAX_THREADS)
         n_ctx = check_int("n_ctx", n_ctx, MIN_CONTEXT)
-        codec_threads = auto_codec_threads(threads) if codec_threads is None else \
-            check_int("codec_threads", codec_threads, 0, MAX_THREADS)
+        codec_threads = (
+            auto_codec_threads(threads)
+            if codec_threads is None
+            else check_int("codec_threads", codec_threads, 0, MAX_THREADS)
+        )
         self._lock = threading.Lock()
         self._closed = False
         self.talker = self.code_predictor = self.codec = self._speaker_encoder = None
@@ -150,11 +181,16 @@ class TTS:
         and vocabularies agree."""
         talker, cp = self.talker.file, self.code_predictor
         check_model_files(talker.path, mmproj)
-        if cp.n_embd_in != talker.hidden_size or cp.cb0_vocab != talker.codec_vocab_size \
-                or self.codec.n_codebooks != cp.n_codebooks + 1:
-            raise ModelFileError(f"{mmproj} does not belong to the talker {talker.path}: code predictor input "
-                                 f"{cp.n_embd_in} and codec vocabulary {cp.cb0_vocab} vs talker hidden "
-                                 f"{talker.hidden_size} and {talker.codec_vocab_size} codec ids")
+        if (
+            cp.n_embd_in != talker.hidden_size
+            or cp.cb0_vocab != talker.codec_vocab_size
+            or self.codec.n_codebooks != cp.n_codebooks + 1
+        ):
+            raise ModelFileError(
+                f"{mmproj} does not belong to the talker {talker.path}: code predictor input "
+                f"{cp.n_embd_in} and codec vocabulary {cp.cb0_vocab} vs talker hidden "
+                f"{talker.hidden_size} and {talker.codec_vocab_size} codec ids"
+            )
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -167,8 +203,13 @@ class TTS:
                 self._lock.release()
 
     def _free(self) -> None:
-        for stage in (self.codec, self.code_predictor, self.talker, self._speaker_encoder,
-                      getattr(self, "_codec_encoder", None)):
+        for stage in (
+            self.codec,
+            self.code_predictor,
+            self.talker,
+            self._speaker_encoder,
+            getattr(self, "_codec_encoder", None),
+        ):
             if stage is not None:
                 stage.close()
 
@@ -192,7 +233,9 @@ class TTS:
         of its 16 code embeddings, as for every generated frame."""
         codes = np.asarray(ref_codes)
         if codes.ndim != 2 or codes.shape[1] != self.codec.n_codebooks or len(codes) == 0:
-            raise ValueError(f"reference codes must be [frames >= 1, {self.codec.n_codebooks}], got shape {codes.shape}")
+            raise ValueError(
+                f"reference codes must be [frames >= 1, {self.codec.n_codebooks}], got shape {codes.shape}"
+            )
         return np.stack([self.code_predictor.embed_codes(row) for row in codes])
 
     @property
@@ -216,8 +259,10 @@ class TTS:
 
     def _require_base(self) -> None:
         if self.model_type != "base":
-            raise ValueError(f"voice cloning needs a Base model; this is a {self.model_type} model "
-                             "(it speaks with speaker= or instruct=)")
+            raise ValueError(
+                f"voice cloning needs a Base model; this is a {self.model_type} model "
+                "(it speaks with speaker= or instruct=)"
+            )
 
     @property
     def speaker_encoder(self) -> SpeakerEncoder:
@@ -234,8 +279,9 @@ class TTS:
             self._fingerprint = ModelFingerprint(self.model_type, self.talker.hidden_size, fingerprint(self.mmproj))
         return self._fingerprint
 
-    def enroll(self, ref_audio, ref_text: str | None = None, timings: dict | None = None,
-               ref_silence: float = 0.0) -> Voice:
+    def enroll(
+        self, ref_audio, ref_text: str | None = None, timings: dict | None = None, ref_silence: float = 0.0
+    ) -> Voice:
         """A reusable Voice from a reference recording: a path (WAV, FLAC, OGG ...) or
         (array, sample_rate). With `ref_text` (its transcript) and a codec encoder the voice
         also holds the reference codes that ICL cloning needs. `ref_silence` (seconds, 0..2)
@@ -243,12 +289,27 @@ class TTS:
         continuing the reference's last phoneme into its output (docs/voices.md); 0, the
         default, is the reference's behaviour."""
         self._require_base()
-        return enroll(self.speaker_encoder, self.model_fingerprint, ref_audio, ref_text,
-                      codec_encoder=self.codec_encoder if ref_text and self.has_codec_encoder else None,
-                      timings=timings, ref_silence=ref_silence)
+        return enroll(
+            self.speaker_encoder,
+            self.model_fingerprint,
+            ref_audio,
+            ref_text,
+            codec_encoder=self.codec_encoder if ref_text and self.has_codec_encoder else None,
+            timings=timings,
+            ref_silence=ref_silence,
+        )
 
-    def _clone(self, voice: Voice | None, ref_audio, ref_text: str | None, x_vector_only: bool | None, ref_codes,
-               speaker, speaker_embedding, ref_silence) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+    def _clone(
+        self,
+        voice: Voice | None,
+        ref_audio,
+        ref_text: str | None,
+        x_vector_only: bool | None,
+        ref_codes,
+        speaker,
+        speaker_embedding,
+        ref_silence,
+    ) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
         """A request's (speaker embedding, ICL reference codes, ICL reference text): a cloned
         voice's, else the request's own. x_vector_only None: ICL when there is a reference text,
         else x-vector only."""
@@ -257,8 +318,10 @@ class TTS:
         if voice is None and ref_audio is None:
             if ref_codes is not None or ref_text is not None:  # ICL asked for directly
                 if ref_codes is None or not ref_text or not ref_text.strip():
-                    raise ValueError("ICL voice cloning needs both ref_codes and ref_text (the reference's "
-                                     "transcript), or a voice= or ref_audio= to clone")
+                    raise ValueError(
+                        "ICL voice cloning needs both ref_codes and ref_text (the reference's "
+                        "transcript), or a voice= or ref_audio= to clone"
+                    )
                 self._require_base()
                 return speaker_embedding, ref_codes, ref_text
             if x_vector_only is not None:
@@ -275,7 +338,9 @@ class TTS:
             voice = self.enroll(ref_audio, ref_text if x_vector_only is not True else None, ref_silence=ref_silence)
         else:
             if not isinstance(voice, Voice):
-                raise ValueError(f"voice must be a kazetts.Voice (see TTS.enroll, Voice.load), got {type(voice).__name__}")
+                raise ValueError(
+                    f"voice must be a kazetts.Voice (see TTS.enroll, Voice.load), got {type(voice).__name__}"
+                )
             if ref_text is not None:
                 raise ValueError("a voice carries its own ref_text: enroll it with the text instead")
             self.model_fingerprint.check(voice.model)
@@ -289,8 +354,18 @@ class TTS:
         return voice.x_vector, None, None
 
     # -- requests -------------------------------------------------------------------------------
-    def _prompts(self, text: str, speaker, language, instruct, speaker_embedding, text_streaming,
-                 max_frames, ref_codes=None, ref_text=None) -> list[tuple[Prompt, int]]:
+    def _prompts(
+        self,
+        text: str,
+        speaker,
+        language,
+        instruct,
+        speaker_embedding,
+        text_streaming,
+        max_frames,
+        ref_codes=None,
+        ref_text=None,
+    ) -> list[tuple[Prompt, int]]:
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         check_text_length(text)
@@ -314,34 +389,71 @@ class TTS:
                 continue
             ids = self.talker.tokenize(chat_text(piece))
             if icl:
-                prompt = build_icl_prompt(self.talker.file, self.voices, ids, ref_ids, ref_frames, speaker_embedding,
-                                          language=language, text_streaming=text_streaming)
+                prompt = build_icl_prompt(
+                    self.talker.file,
+                    self.voices,
+                    ids,
+                    ref_ids,
+                    ref_frames,
+                    speaker_embedding,
+                    language=language,
+                    text_streaming=text_streaming,
+                )
             else:
-                prompt = build_prompt(self.talker.file, self.voices, ids, language=language, speaker=speaker,
-                                      instruct_ids=instruct_ids, speaker_embedding=speaker_embedding,
-                                      text_streaming=text_streaming)
+                prompt = build_prompt(
+                    self.talker.file,
+                    self.voices,
+                    ids,
+                    language=language,
+                    speaker=speaker,
+                    instruct_ids=instruct_ids,
+                    speaker_embedding=speaker_embedding,
+                    text_streaming=text_streaming,
+                )
             budget = max_frames if max_frames is not None else frame_budget(len(ids))
             if len(prompt.prefill) + budget > self.talker.n_ctx:
                 budget = self.talker.n_ctx - len(prompt.prefill)
                 if budget < 1 and icl:
-                    raise ValueError(f"the voice's reference is {len(ref_codes)} frames ({len(ref_codes) * FRAME_SECONDS:.1f} s): "
-                                     f"with its text and this text it leaves no room in the talker context of "
-                                     f"{self.talker.n_ctx}; enroll a shorter reference (3-10 s)")
+                    raise ValueError(
+                        f"the voice's reference is {len(ref_codes)} frames ({len(ref_codes) * FRAME_SECONDS:.1f} s): "
+                        f"with its text and this text it leaves no room in the talker context of "
+                        f"{self.talker.n_ctx}; enroll a shorter reference (3-10 s)"
+                    )
                 if budget < 1:
                     raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
             prompts.append((prompt, budget))
         return prompts
 
-    def stream(self, text: str, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
-               speaker_embedding: np.ndarray | None = None, text_streaming: bool = True, greedy: bool = False,
-               seed: int | None = None, max_frames: int | None = None, chunk_frames: int = 4,
-               voice: Voice | None = None, ref_audio=None, ref_text: str | None = None,
-               x_vector_only: bool | None = None, ref_codes: np.ndarray | None = None, ref_silence: float = 0.0,
-               timings: dict | None = None, codes_out: list | None = None,
-               stopped_by: list | None = None, temperature: float = TEMPERATURE, top_k: int = TOP_K,
-               top_p: float = TOP_P, repetition_penalty: float = REPETITION_PENALTY,
-               subtalker_temperature: float = TEMPERATURE, subtalker_top_k: int = TOP_K,
-               subtalker_top_p: float = TOP_P, speed: float = 1.0) -> Iterator[AudioChunk]:
+    def stream(
+        self,
+        text: str,
+        speaker: str | None = None,
+        language: str = "auto",
+        instruct: str | None = None,
+        speaker_embedding: np.ndarray | None = None,
+        text_streaming: bool = True,
+        greedy: bool = False,
+        seed: int | None = None,
+        max_frames: int | None = None,
+        chunk_frames: int = 4,
+        voice: Voice | None = None,
+        ref_audio=None,
+        ref_text: str | None = None,
+        x_vector_only: bool | None = None,
+        ref_codes: np.ndarray | None = None,
+        ref_silence: float = 0.0,
+        timings: dict | None = None,
+        codes_out: list | None = None,
+        stopped_by: list | None = None,
+        temperature: float = TEMPERATURE,
+        top_k: int = TOP_K,
+        top_p: float = TOP_P,
+        repetition_penalty: float = REPETITION_PENALTY,
+        subtalker_temperature: float = TEMPERATURE,
+        subtalker_top_k: int = TOP_K,
+        subtalker_top_p: float = TOP_P,
+        speed: float = 1.0,
+    ) -> Iterator[AudioChunk]:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
 
@@ -362,14 +474,44 @@ class TTS:
 
         The whole request is checked (ValueError) before any compute; BusyError if this TTS
         is serving another request."""
-        sampling = Sampling(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                            repetition_penalty=repetition_penalty, subtalker_temperature=subtalker_temperature,
-                            subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p)
+        sampling = Sampling(
+            greedy=greedy,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            subtalker_temperature=subtalker_temperature,
+            subtalker_top_k=subtalker_top_k,
+            subtalker_top_p=subtalker_top_p,
+        )
         speed = check_speed(speed)
-        yield from self._one_request(stretch_chunks(
-            self._stream(text, speaker, language, instruct, speaker_embedding, text_streaming, sampling, seed,
-                         max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
-                         x_vector_only, ref_codes, ref_silence), speed, self.sample_rate))
+        yield from self._one_request(
+            stretch_chunks(
+                self._stream(
+                    text,
+                    speaker,
+                    language,
+                    instruct,
+                    speaker_embedding,
+                    text_streaming,
+                    sampling,
+                    seed,
+                    max_frames,
+                    chunk_frames,
+                    timings,
+                    codes_out,
+                    stopped_by,
+                    voice,
+                    ref_audio,
+                    ref_text,
+                    x_vector_only,
+                    ref_codes,
+                    ref_silence,
+                ),
+                speed,
+                self.sample_rate,
+            )
+        )
 
     def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         """Runs one request's generator while holding this TTS (BusyError if another holds it);
@@ -377,8 +519,10 @@ class TTS:
         if self._closed:
             raise KazettsError("this TTS is closed")
         if not self._lock.acquire(blocking=False):
-            raise BusyError("this TTS is already serving a request (one at a time): finish or close() the "
-                            "running stream first, or use one TTS per concurrent request")
+            raise BusyError(
+                "this TTS is already serving a request (one at a time): finish or close() the "
+                "running stream first, or use one TTS per concurrent request"
+            )
         try:
             yield from request
         finally:
@@ -389,7 +533,9 @@ class TTS:
     def _samplers(self, sampling: Sampling, seed: int | None) -> tuple[native.Rng | None, TalkerSampler, NativeFrames]:
         """A request's random stream (None when greedy), CB0 sampler and code predictor frames."""
         rng = None if sampling.greedy else native.Rng(seed)
-        sampler = TalkerSampler.for_talker(self.talker.file.codec_vocab_size, self.voices.codec_eos, talker_config(sampling))
+        sampler = TalkerSampler.for_talker(
+            self.talker.file.codec_vocab_size, self.voices.codec_eos, talker_config(sampling)
+        )
         return rng, sampler, NativeFrames(self.code_predictor, code_predictor_config(sampling), rng)
 
     def _check_open(self) -> None:
@@ -397,16 +543,37 @@ class TTS:
         if self._closed:
             raise KazettsError("this TTS was closed during the request")
 
-    def _stream(self, text, speaker, language, instruct, speaker_embedding, text_streaming, sampling, seed,
-                max_frames, chunk_frames, timings, codes_out, stopped_by, voice, ref_audio, ref_text,
-                x_vector_only, ref_codes, ref_silence) -> Iterator[AudioChunk]:
+    def _stream(
+        self,
+        text,
+        speaker,
+        language,
+        instruct,
+        speaker_embedding,
+        text_streaming,
+        sampling,
+        seed,
+        max_frames,
+        chunk_frames,
+        timings,
+        codes_out,
+        stopped_by,
+        voice,
+        ref_audio,
+        ref_text,
+        x_vector_only,
+        ref_codes,
+        ref_silence,
+    ) -> Iterator[AudioChunk]:
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
-        speaker_embedding, ref_codes, ref_text = self._clone(voice, ref_audio, ref_text, x_vector_only, ref_codes,
-                                                             speaker, speaker_embedding, ref_silence)
-        prompts = self._prompts(text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames,
-                                ref_codes, ref_text)
+        speaker_embedding, ref_codes, ref_text = self._clone(
+            voice, ref_audio, ref_text, x_vector_only, ref_codes, speaker, speaker_embedding, ref_silence
+        )
+        prompts = self._prompts(
+            text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames, ref_codes, ref_text
+        )
         timings = timings if timings is not None else {}
         rng, sampler, predictor = self._samplers(sampling, seed)
         with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
@@ -447,16 +614,37 @@ class TTS:
             "wall_seconds": timings.get("wall", 0.0),
         }
         summary["real_time_factor"] = summary["wall_seconds"] / max(summary["audio_seconds"], 1e-9)
-        return Result(audio.astype(np.float32), self.sample_rate,
-                      np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32), summary, stopped)
+        return Result(
+            audio.astype(np.float32),
+            self.sample_rate,
+            np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32),
+            summary,
+            stopped,
+        )
 
-    def stream_text(self, chunks, speaker: str | None = None, language: str = "auto", instruct: str | None = None,
-                    speaker_embedding: np.ndarray | None = None, greedy: bool = False, seed: int | None = None,
-                    max_frames: int | None = None, chunk_frames: int = 4, timings: dict | None = None,
-                    codes_out: list | None = None, stopped_by: list | None = None,
-                    temperature: float = TEMPERATURE, top_k: int = TOP_K, top_p: float = TOP_P,
-                    repetition_penalty: float = REPETITION_PENALTY, subtalker_temperature: float = TEMPERATURE,
-                    subtalker_top_k: int = TOP_K, subtalker_top_p: float = TOP_P, speed: float = 1.0):
+    def stream_text(
+        self,
+        chunks,
+        speaker: str | None = None,
+        language: str = "auto",
+        instruct: str | None = None,
+        speaker_embedding: np.ndarray | None = None,
+        greedy: bool = False,
+        seed: int | None = None,
+        max_frames: int | None = None,
+        chunk_frames: int = 4,
+        timings: dict | None = None,
+        codes_out: list | None = None,
+        stopped_by: list | None = None,
+        temperature: float = TEMPERATURE,
+        top_k: int = TOP_K,
+        top_p: float = TOP_P,
+        repetition_penalty: float = REPETITION_PENALTY,
+        subtalker_temperature: float = TEMPERATURE,
+        subtalker_top_k: int = TOP_K,
+        subtalker_top_p: float = TOP_P,
+        speed: float = 1.0,
+    ):
         """Speaks text that is still being written: `chunks` is an iterator (or an async
         iterator) of str or UTF-8 bytes pieces, e.g. an LLM's deltas, cut anywhere.
 
@@ -467,27 +655,57 @@ class TTS:
         `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
         audio already decoded is sent before waiting for text. The voice, sampling and `speed`
         options (as `stream`'s) are checked here, before any text is read."""
-        sampling = Sampling(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                            repetition_penalty=repetition_penalty, subtalker_temperature=subtalker_temperature,
-                            subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p)
+        sampling = Sampling(
+            greedy=greedy,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            subtalker_temperature=subtalker_temperature,
+            subtalker_top_k=subtalker_top_k,
+            subtalker_top_p=subtalker_top_p,
+        )
         check_int("chunk_frames", chunk_frames, 1)
         if seed is not None:
             check_int("seed", seed, 0, MAX_SEED)
         speed = check_speed(speed)
         self._prompts("a", speaker, language, instruct, speaker_embedding, True, max_frames)
-        options = dict(speaker=speaker, language=language, instruct=instruct, speaker_embedding=speaker_embedding,
-                       sampling=sampling, seed=seed, max_frames=max_frames, chunk_frames=chunk_frames,
-                       timings=timings if timings is not None else {}, codes_out=codes_out, stopped_by=stopped_by)
+        options = dict(
+            speaker=speaker,
+            language=language,
+            instruct=instruct,
+            speaker_embedding=speaker_embedding,
+            sampling=sampling,
+            seed=seed,
+            max_frames=max_frames,
+            chunk_frames=chunk_frames,
+            timings=timings if timings is not None else {},
+            codes_out=codes_out,
+            stopped_by=stopped_by,
+        )
+
         def request(sync_chunks):
-            return self._one_request(stretch_chunks(self._stream_text(sync_chunks, **options), speed,
-                                                    self.sample_rate))
+            return self._one_request(stretch_chunks(self._stream_text(sync_chunks, **options), speed, self.sample_rate))
 
         if hasattr(chunks, "__aiter__"):
             return run_with_async_chunks(request, chunks)
         return request(chunks)
 
-    def _stream_text(self, chunks, speaker, language, instruct, speaker_embedding, sampling, seed, max_frames,
-                     chunk_frames, timings, codes_out, stopped_by) -> Iterator[AudioChunk]:
+    def _stream_text(
+        self,
+        chunks,
+        speaker,
+        language,
+        instruct,
+        speaker_embedding,
+        sampling,
+        seed,
+        max_frames,
+        chunk_frames,
+        timings,
+        codes_out,
+        stopped_by,
+    ) -> Iterator[AudioChunk]:
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
         rng, sampler, predictor = self._samplers(sampling, seed)
@@ -495,17 +713,28 @@ class TTS:
         with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
             while pieces.next_piece():
                 index += 1
-                prompt = ArrivingPrompt(build_prompt(self.talker.file, self.voices, pieces.chat_ids(),
-                                                     language=language, speaker=speaker, instruct_ids=instruct_ids,
-                                                     speaker_embedding=speaker_embedding), pieces, self.talker.file)
+                prompt = ArrivingPrompt(
+                    build_prompt(
+                        self.talker.file,
+                        self.voices,
+                        pieces.chat_ids(),
+                        language=language,
+                        speaker=speaker,
+                        instruct_ids=instruct_ids,
+                        speaker_embedding=speaker_embedding,
+                    ),
+                    pieces,
+                    self.talker.file,
+                )
                 room = self.talker.n_ctx - len(prompt.prefill)
                 if room < 1:
                     raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
                 self.codec.reset()  # idle between pieces
                 trace, produced = TalkerTrace(record=False), 0
                 out.start_piece(chunk_frames)
-                frames = talker_frames(self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng,
-                                       trace, timings)
+                frames = talker_frames(
+                    self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng, trace, timings
+                )
                 # the last piece is not known in advance: the joiner holds every crossfade tail back
                 for codes in frames:
                     self._check_open()
@@ -581,8 +810,11 @@ def _piece_ended(trace: TalkerTrace, piece: str, frames: int, max_frames: int | 
     """Warns when a piece ran out of frames before end-of-speech (unless the caller capped them)
     and records why it stopped."""
     if trace.stopped_by != "eos" and max_frames is None:
-        warnings.warn(f"piece {piece} reached its budget of {frames} frames without end-of-speech; it was cut there",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"piece {piece} reached its budget of {frames} frames without end-of-speech; it was cut there",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     if stopped_by is not None:
         stopped_by.append(trace.stopped_by)
 
@@ -625,8 +857,8 @@ class _Joiner:
         if last_piece:
             return audio
         audio = np.concatenate([self.held, audio])
-        self.held = audio[-self.fade:]
-        return audio[:-self.fade]
+        self.held = audio[-self.fade :]
+        return audio[: -self.fade]
 
     def end_piece(self) -> None:
         if len(self.held):

@@ -58,8 +58,10 @@ class ModelFingerprint:
         if voice_model == self:
             return
         if (voice_model.model_type, voice_model.hidden_size) != (self.model_type, self.hidden_size):
-            differs = (f"a {voice_model.model_type} model of hidden size {voice_model.hidden_size}, "
-                       f"this is a {self.model_type} model of hidden size {self.hidden_size}")
+            differs = (
+                f"a {voice_model.model_type} model of hidden size {voice_model.hidden_size}, "
+                f"this is a {self.model_type} model of hidden size {self.hidden_size}"
+            )
         else:
             theirs, ours = voice_model.speaker_encoder_sha256, self.speaker_encoder_sha256
             shown = next((n for n in (12, 24) if theirs[:n] != ours[:n]), len(max(theirs, ours, key=len)))
@@ -151,29 +153,43 @@ class Voice:
             raise ValueError(f"{path} is not a kazetts voice file (a {kv.get('general.architecture')!r} GGUF)")
         version = kv.get(_K + "format_version")
         if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
-            raise ValueError(f"{path} is a voice file of format {version!r}; this kazetts reads formats "
-                             f"{', '.join(map(str, READABLE_VERSIONS))}")
+            raise ValueError(
+                f"{path} is a voice file of format {version!r}; this kazetts reads formats "
+                f"{', '.join(map(str, READABLE_VERSIONS))}"
+            )
         try:
-            model = ModelFingerprint(str(kv[_K + "model_type"]), int(kv[_K + "hidden_size"]),
-                                     str(kv[_K + "speaker_encoder_sha256"]))
+            model = ModelFingerprint(
+                str(kv[_K + "model_type"]), int(kv[_K + "hidden_size"]), str(kv[_K + "speaker_encoder_sha256"])
+            )
         except KeyError as e:
             raise ValueError(f"{path}: the voice file has no {e.args[0]}") from None
         except (TypeError, ValueError):
             raise ValueError(f"{path}: the voice file's model keys are damaged") from None
-        voice = cls(x_vector=_tensor(path, tensors, "x_vector", gguf.GGMLQuantizationType.F32, model.hidden_size),
-                    model=model, ref_text=_text(path, kv, "ref_text"),
-                    ref_codes=_ref_codes(path, tensors, gguf.GGMLQuantizationType.I32),
-                    ref_seconds=_number(path, kv, "ref_seconds"), ref_silence=_number(path, kv, "ref_silence"))
+        voice = cls(
+            x_vector=_tensor(path, tensors, "x_vector", gguf.GGMLQuantizationType.F32, model.hidden_size),
+            model=model,
+            ref_text=_text(path, kv, "ref_text"),
+            ref_codes=_ref_codes(path, tensors, gguf.GGMLQuantizationType.I32),
+            ref_seconds=_number(path, kv, "ref_seconds"),
+            ref_silence=_number(path, kv, "ref_silence"),
+        )
         seal = kv.get(_K + "payload_sha256")
         if seal is None and version == 1:
-            warnings.warn(f"{path} was written before voice files were sealed (format 1): a damaged byte "
-                          "cannot be detected; save it again (or enroll again) to seal it", stacklevel=2)
+            warnings.warn(
+                f"{path} was written before voice files were sealed (format 1): a damaged byte "
+                "cannot be detected; save it again (or enroll again) to seal it",
+                stacklevel=2,
+            )
         elif seal is None:
-            raise ValueError(f"{path} has no seal (kazetts.voice.payload_sha256), which format {version} files carry: "
-                             "it is damaged; enroll the reference again")
+            raise ValueError(
+                f"{path} has no seal (kazetts.voice.payload_sha256), which format {version} files carry: "
+                "it is damaged; enroll the reference again"
+            )
         elif seal != voice.payload_sha256():  # (a seal in a file that says format 1 is checked too)
-            raise ValueError(f"{path} is damaged: its content does not match its digest (a changed byte?); "
-                             "enroll the reference again")
+            raise ValueError(
+                f"{path} is damaged: its content does not match its digest (a changed byte?); "
+                "enroll the reference again"
+            )
         return voice
 
 
@@ -213,8 +229,15 @@ def _number(path, kv: dict, key: str) -> float:
     return float(value)
 
 
-def enroll(speaker_encoder, model: ModelFingerprint, ref_audio, ref_text: str | None = None, codec_encoder=None,
-           timings: dict | None = None, ref_silence: float = 0.0) -> Voice:
+def enroll(
+    speaker_encoder,
+    model: ModelFingerprint,
+    ref_audio,
+    ref_text: str | None = None,
+    codec_encoder=None,
+    timings: dict | None = None,
+    ref_silence: float = 0.0,
+) -> Voice:
     """A Voice from a reference recording (path, or (array, sample rate)), as the reference's
     create_voice_clone_prompt makes it: mono, 24 kHz, x-vector; reference codes when a codec
     encoder is given and there is a reference text (ICL needs both). `ref_silence` seconds of
@@ -241,5 +264,11 @@ def enroll(speaker_encoder, model: ModelFingerprint, ref_audio, ref_text: str | 
         clock = time.perf_counter()
         codes = codec_encoder.encode(audio)
         timings["codec_encoder"] = time.perf_counter() - clock
-    return Voice(x_vector=x_vector, model=model, ref_text=ref_text, ref_codes=codes,
-                 ref_seconds=len(recording) / SAMPLE_RATE, ref_silence=ref_silence)
+    return Voice(
+        x_vector=x_vector,
+        model=model,
+        ref_text=ref_text,
+        ref_codes=codes,
+        ref_seconds=len(recording) / SAMPLE_RATE,
+        ref_silence=ref_silence,
+    )

@@ -23,8 +23,8 @@ from gguf.quants import dequantize
 from kazetts.errors import ModelFileError
 
 VERSIONS = (2, 3)  # GGUFv1 (32-bit counts) is no longer read by ggml either
-MAX_DIMS = 4       # GGML_MAX_DIMS
-MAX_NAME = 64      # GGML_MAX_NAME, with the terminating NUL
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_NAME = 64  # GGML_MAX_NAME, with the terminating NUL
 _INT64_MAX = 2**63 - 1
 _UINT32 = 4
 
@@ -69,7 +69,7 @@ class _Reader:
 
     def string(self) -> str:
         n = self.count("string length", 1)
-        raw = self.buf[self.pos:self.pos + n]
+        raw = self.buf[self.pos : self.pos + n]
         self.pos += n
         try:
             return raw.decode("utf-8")
@@ -86,7 +86,7 @@ class _Reader:
             pos += 8
             if size > end - pos:
                 break
-            out.append(buf[pos:pos + size])
+            out.append(buf[pos : pos + size])
             pos += size
         self.pos = pos
         if len(out) < n:
@@ -110,7 +110,7 @@ class _Reader:
                 return self.strings(n)
             fmt = self._SCALAR[sub]
             size = struct.calcsize(fmt)
-            values = list(struct.iter_unpack(fmt, self.buf[self.pos:self.pos + n * size]))
+            values = list(struct.iter_unpack(fmt, self.buf[self.pos : self.pos + n * size]))
             self.pos += n * size
             return [v[0] for v in values]
         if t not in self._SCALAR:
@@ -141,7 +141,7 @@ class GGUFHeader:
         if version not in VERSIONS:
             r.fail(f"unknown version {version}, expected one of {VERSIONS}")
         n_tensors = r.count("tensor", 8 + 4 + 4 + 8)  # name, n_dims, type, offset
-        n_kv = r.count("key/value", 8 + 4 + 1)            # key, type, smallest value
+        n_kv = r.count("key/value", 8 + 4 + 1)  # key, type, smallest value
         self.kv = {}
         for _ in range(n_kv):
             key = r.string()
@@ -205,8 +205,9 @@ class GGUFHeader:
 
     def values(self, name: str) -> np.ndarray:
         """All of a tensor's values, dequantized, as float32 [n] (ggml order: ne0 fastest)."""
-        raw = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
-                        shape=(self.nbytes(name),))
+        raw = np.memmap(
+            self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name], shape=(self.nbytes(name),)
+        )
         return _to_float32(np.asarray(raw), self.tensors[name][1]).reshape(-1)
 
     def rows(self, name: str, ids) -> np.ndarray:
@@ -215,12 +216,17 @@ class GGUFHeader:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if not ids.size:  # e.g. the trailing text of a one-token text in streaming mode
             return np.zeros((0, int(shape[0])), np.float32)
-        if (ids.min() < 0 or ids.max() >= int(shape[1])):
+        if ids.min() < 0 or ids.max() >= int(shape[1]):
             raise ValueError(f"{name}: row id out of range 0..{int(shape[1]) - 1}")
         block, size = gguf.GGML_QUANT_SIZES[ty]
         row_bytes = int(shape[0]) // block * size
-        table = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_start + self.offsets[name],
-                          shape=(int(shape[1]), row_bytes))
+        table = np.memmap(
+            self.path,
+            dtype=np.uint8,
+            mode="r",
+            offset=self.data_start + self.offsets[name],
+            shape=(int(shape[1]), row_bytes),
+        )
         width = int(shape[0])  # explicit: an empty id list gives [0, width], not a reshape error
         if not len(ids):
             return np.zeros((0, width), np.float32)

@@ -12,8 +12,8 @@ TALKER_ARCH = "qwen3tts"
 MMPROJ_ARCH = "clip"
 
 # ---- talker (qwen3tts) -------------------------------------------------------------------
-TOKEN_EMBD = "token_embd.weight"          # [P(text ids) | codec rows], n_embd x (text + codec vocab)
-OUTPUT = "output.weight"                  # codec_head
+TOKEN_EMBD = "token_embd.weight"  # [P(text ids) | codec rows], n_embd x (text + codec vocab)
+OUTPUT = "output.weight"  # codec_head
 OUTPUT_NORM = "output_norm.weight"
 
 # HF Qwen3 layer key -> llama.cpp blk.N.<name>
@@ -33,10 +33,10 @@ TALKER_LAYER = {
 
 # ---- code predictor (a.gen.code.*) ---------------------------------------------------------
 CODE_PREFIX = "a.gen.code"
-CODE_EMBD = "a.gen.code.embd.weight"          # 15 input tables stacked: n_embd x 2048 x 15
-CODE_HEAD = "a.gen.code.head.weight"          # 15 heads stacked
+CODE_EMBD = "a.gen.code.embd.weight"  # 15 input tables stacked: n_embd x 2048 x 15
+CODE_HEAD = "a.gen.code.head.weight"  # 15 heads stacked
 CODE_OUT_EMBD = "a.gen.code.out_embd.weight"  # talker codec_embedding (CB0 table)
-CODE_PROJ_IN = "a.gen.code.proj_in"           # small_to_mtp_projection (1.7B), .weight / .bias
+CODE_PROJ_IN = "a.gen.code.proj_in"  # small_to_mtp_projection (1.7B), .weight / .bias
 CODE_OUTPUT_NORM = "a.gen.code.output_norm.weight"
 CODE_LAYER = {
     "input_layernorm.weight": "ln1.weight",
@@ -101,8 +101,8 @@ SPK_BLOCK = {
 # ---- codec encoder (kazetts.enc.*, Base models only; llama.cpp neither writes nor reads them) ---
 # The 12 Hz tokenizer's encoder (transformers' MimiModel encoder side), for reference audio.
 ENC = "kazetts.enc"
-ENC_SEANET = "kazetts.enc.seanet"          # + .{layer}[.block.{j}].{weight,bias}: HF encoder.encoder.layers.*
-ENC_DOWN = "kazetts.enc.down.weight"       # k4/s2 replicate-padded downsample, no bias
+ENC_SEANET = "kazetts.enc.seanet"  # + .{layer}[.block.{j}].{weight,bias}: HF encoder.encoder.layers.*
+ENC_DOWN = "kazetts.enc.down.weight"  # k4/s2 replicate-padded downsample, no bias
 ENC_TFM_LAYER = {  # encoder.encoder_transformer.layers.N.<key> -> kazetts.enc.tfm.blk.N.<name>
     "input_layernorm.weight": "ln1.weight",
     "input_layernorm.bias": "ln1.bias",
@@ -133,24 +133,24 @@ PROJECTOR_GEN = "qwen3tts_gen"
 # ---- kazetts extra keys ---------------------------------------------------------------------
 K = "kazetts"
 K_VERSION = "kazetts.format_version"
-K_MODEL_TYPE = "kazetts.model_type"            # base | custom_voice | voice_design
-K_MODEL_SIZE = "kazetts.model_size"            # tts_model_size from config.json
-K_SPEAKERS = "kazetts.speakers"                # CustomVoice speaker names
-K_SPEAKER_IDS = "kazetts.speaker_ids"          # their codec ids
+K_MODEL_TYPE = "kazetts.model_type"  # base | custom_voice | voice_design
+K_MODEL_SIZE = "kazetts.model_size"  # tts_model_size from config.json
+K_SPEAKERS = "kazetts.speakers"  # CustomVoice speaker names
+K_SPEAKER_IDS = "kazetts.speaker_ids"  # their codec ids
 K_SPEAKER_DIALECTS = "kazetts.speaker_dialects"  # "" or the dialect language name
-K_LANGUAGES = "kazetts.languages"              # language names (dialects included)
+K_LANGUAGES = "kazetts.languages"  # language names (dialects included)
 K_LANGUAGE_IDS = "kazetts.language_ids"
-K_CODEC = "kazetts.codec."                     # + pad_id, bos_id, eos_id, think_id, ...
-K_TEXT = "kazetts.text."                       # + im_start_id, tts_pad_id, text_vocab_size, ...
-K_TALKER = "kazetts.talker."                   # talker hparams llama.cpp does not store
-K_CODE = "kazetts.code."                       # code predictor hparams
-K_WAV = "kazetts.wav."                         # codec decoder hparams
-K_SPK = "kazetts.spk."                         # speaker encoder hparams (Base)
-K_SOURCE_SHA256 = "kazetts.source_sha256."     # + config.json, speech_tokenizer/config.json: the source's configs
+K_CODEC = "kazetts.codec."  # + pad_id, bos_id, eos_id, think_id, ...
+K_TEXT = "kazetts.text."  # + im_start_id, tts_pad_id, text_vocab_size, ...
+K_TALKER = "kazetts.talker."  # talker hparams llama.cpp does not store
+K_CODE = "kazetts.code."  # code predictor hparams
+K_WAV = "kazetts.wav."  # codec decoder hparams
+K_SPK = "kazetts.spk."  # speaker encoder hparams (Base)
+K_SOURCE_SHA256 = "kazetts.source_sha256."  # + config.json, speech_tokenizer/config.json: the source's configs
 K_CHECKPOINT_SHA256 = "kazetts.checkpoint_sha256"  # the source's configs and weights: the same in both files of a pair
-K_ENC = "kazetts.enc."                         # codec encoder hparams (Base): encoder_config + below
-K_ENC_CODEBOOKS = "kazetts.enc.n_codebooks"    # encoder_valid_num_quantizers (16)
-K_ENC_HOP = "kazetts.enc.downsample_rate"      # encode_downsample_rate (1920 samples a frame)
-K_ENC_RATE = "kazetts.enc.input_sample_rate"   # 24000
+K_ENC = "kazetts.enc."  # codec encoder hparams (Base): encoder_config + below
+K_ENC_CODEBOOKS = "kazetts.enc.n_codebooks"  # encoder_valid_num_quantizers (16)
+K_ENC_HOP = "kazetts.enc.downsample_rate"  # encode_downsample_rate (1920 samples a frame)
+K_ENC_RATE = "kazetts.enc.input_sample_rate"  # 24000
 
 FORMAT_VERSION = 1

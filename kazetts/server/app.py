@@ -65,7 +65,9 @@ class Server:
         self.formats = available_formats()
         self.default_format = options.default_format or ("mp3" if "mp3" in self.formats else "wav")
         if self.default_format not in self.formats:
-            raise ValueError(f"default format {self.default_format!r} cannot be written here; choose one of {self.formats}")
+            raise ValueError(
+                f"default format {self.default_format!r} cannot be written here; choose one of {self.formats}"
+            )
         self.worker = Worker(load, options.max_queue)
         self._catalog: VoiceCatalog | None = None
 
@@ -81,16 +83,23 @@ class Server:
     def catalog(self) -> VoiceCatalog:
         if self._catalog is None:
             tts = self.tts()
-            self._catalog = VoiceCatalog(tts.speakers, tts.languages, self.options.default_voice,
-                                         self.options.saved_voices)
+            self._catalog = VoiceCatalog(
+                tts.speakers, tts.languages, self.options.default_voice, self.options.saved_voices
+            )
         return self._catalog
 
     def parse(self, body: Any, text_required: bool = True) -> SpeechRequest:
         tts, catalog = self.tts(), self.catalog()
-        return parse_speech(body, formats=self.formats, default_format=self.default_format,
-                            resolve_voice=catalog.resolve, languages=tts.languages,
-                            takes_instruct=tts.voices.supports_instruct, max_input_chars=self.options.max_input_chars,
-                            text_required=text_required)
+        return parse_speech(
+            body,
+            formats=self.formats,
+            default_format=self.default_format,
+            resolve_voice=catalog.resolve,
+            languages=tts.languages,
+            takes_instruct=tts.voices.supports_instruct,
+            max_input_chars=self.options.max_input_chars,
+            text_required=text_required,
+        )
 
     def submit(self, produce: Callable[[Any], Iterator]) -> Job:
         job = Job(produce)
@@ -98,9 +107,13 @@ class Server:
             self.worker.submit(job)
         except QueueFull as full:
             self.metrics.rejected += 1
-            raise ApiError(429, f"the server is busy: {self.worker.depth} requests are waiting; retry later",
-                           code="queue_full", type="rate_limit_error",
-                           headers={"Retry-After": str(full.retry_after)}) from None
+            raise ApiError(
+                429,
+                f"the server is busy: {self.worker.depth} requests are waiting; retry later",
+                code="queue_full",
+                type="rate_limit_error",
+                headers={"Retry-After": str(full.retry_after)},
+            ) from None
         return job
 
     async def next_event(self, job: Job, alive: Callable[[], bool]) -> tuple[str, Any]:
@@ -114,8 +127,9 @@ class Server:
 
 
 # -- producing audio (runs in the worker thread) ----------------------------------------------------
-def _audio_events(request: SpeechRequest, chunks: Iterator, tts, text: Callable[[], str],
-                  timings: dict) -> Iterator[tuple[str, Any]]:
+def _audio_events(
+    request: SpeechRequest, chunks: Iterator, tts, text: Callable[[], str], timings: dict
+) -> Iterator[tuple[str, Any]]:
     """AudioChunks (already at the request's speed: the engine stretches them) -> (AUDIO, encoded
     bytes) as they come, then (DONE, stats); the input tokens are those of `text()`, the text said."""
     encoder, samples = Encoder(request.response_format, tts.sample_rate), 0
@@ -127,15 +141,27 @@ def _audio_events(request: SpeechRequest, chunks: Iterator, tts, text: Callable[
     data = encoder.finish()
     if data:
         yield AUDIO, data
-    yield DONE, {"input_tokens": len(tts.talker.tokenize(text())), "output_tokens": timings.get("frames", 0),
-                 "audio_seconds": samples / tts.sample_rate, "wall_seconds": timings.get("wall", 0.0)}
+    yield (
+        DONE,
+        {
+            "input_tokens": len(tts.talker.tokenize(text())),
+            "output_tokens": timings.get("frames", 0),
+            "audio_seconds": samples / tts.sample_rate,
+            "wall_seconds": timings.get("wall", 0.0),
+        },
+    )
 
 
 def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[[Any], Iterator]:
     def produce(tts) -> Iterator[tuple[str, Any]]:
         timings: dict = {}
-        chunks = tts.stream(request.input, chunk_frames=options.chunk_frames, max_frames=options.max_frames,
-                            timings=timings, **request.engine_options())
+        chunks = tts.stream(
+            request.input,
+            chunk_frames=options.chunk_frames,
+            max_frames=options.max_frames,
+            timings=timings,
+            **request.engine_options(),
+        )
         yield from _audio_events(request, chunks, tts, lambda: request.input, timings)
 
     return produce
@@ -143,6 +169,7 @@ def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[
 
 def text_stream_producer(request: SpeechRequest, texts: TextFeed, options: ServerOptions) -> Callable[[Any], Iterator]:
     """The text stream's work: the text arrives in `texts`, each piece also kept in `said` (usage)."""
+
     def produce(tts) -> Iterator[tuple[str, Any]]:
         timings: dict = {}
         said: list[str] = []
@@ -152,16 +179,24 @@ def text_stream_producer(request: SpeechRequest, texts: TextFeed, options: Serve
                 said.append(chunk)
                 yield chunk
 
-        audio = tts.stream_text(recorded(texts.chunks(options.text_timeout)), chunk_frames=options.chunk_frames,
-                                max_frames=options.max_frames, timings=timings, **request.engine_options())
+        audio = tts.stream_text(
+            recorded(texts.chunks(options.text_timeout)),
+            chunk_frames=options.chunk_frames,
+            max_frames=options.max_frames,
+            timings=timings,
+            **request.engine_options(),
+        )
         yield from _audio_events(request, audio, tts, lambda: "".join(said), timings)
 
     return produce
 
 
 def _usage(stats: dict) -> dict:
-    return {"input_tokens": stats["input_tokens"], "output_tokens": stats["output_tokens"],
-            "total_tokens": stats["input_tokens"] + stats["output_tokens"]}
+    return {
+        "input_tokens": stats["input_tokens"],
+        "output_tokens": stats["output_tokens"],
+        "total_tokens": stats["input_tokens"] + stats["output_tokens"],
+    }
 
 
 def _engine_error(error: Exception) -> ApiError:
@@ -169,8 +204,19 @@ def _engine_error(error: Exception) -> ApiError:
     if isinstance(error, ApiError):
         return error
     message = str(error)
-    param = next((field for word, field in (("speaker", "voice"), ("language", "language"), ("instruct", "instructions"),
-                                             ("text", "input")) if word in message), None)
+    param = next(
+        (
+            field
+            for word, field in (
+                ("speaker", "voice"),
+                ("language", "language"),
+                ("instruct", "instructions"),
+                ("text", "input"),
+            )
+            if word in message
+        ),
+        None,
+    )
     return bad_request(message, param, "invalid_request")
 
 
@@ -202,9 +248,13 @@ async def speech(request: web.Request) -> web.StreamResponse:
             raise _engine_error(value)
         sse = spoken.stream_format == "sse"
         server.metrics.first_audio_after(time.perf_counter() - job.submitted)
-        response = web.StreamResponse(headers={
-            "Content-Type": "text/event-stream" if sse else CONTENT_TYPES[spoken.response_format],
-            "Cache-Control": "no-cache", "X-Sample-Rate": str(SAMPLE_RATE)})
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream" if sse else CONTENT_TYPES[spoken.response_format],
+                "Cache-Control": "no-cache",
+                "X-Sample-Rate": str(SAMPLE_RATE),
+            }
+        )
         if spoken.response_format == "pcm":
             response.headers.update({"X-Sample-Format": "s16le", "X-Channels": "1"})
         await response.prepare(request)
@@ -244,8 +294,9 @@ def _message_json(message: WSMessage, what: str) -> Any:
     if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
         raise ConnectionResetError("the client closed the stream")
     reason = f" ({message.data})" if message.type == WSMsgType.ERROR else ""
-    raise bad_request(f"{what} must be a JSON text message, not a {message.type.name.lower()} one{reason}", None,
-                      "invalid_message")
+    raise bad_request(
+        f"{what} must be a JSON text message, not a {message.type.name.lower()} one{reason}", None, "invalid_message"
+    )
 
 
 async def speech_stream(request: web.Request) -> web.WebSocketResponse:
@@ -313,15 +364,22 @@ async def _read_text(ws: web.WebSocketResponse, texts: TextFeed, received: int, 
             return
         if kind != "text":
             got = f"type {kind!r}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
-            raise bad_request('after the start a message must be {"type": "text", "text": "..."} or {"type": "end"}, '
-                              f"got {got}", "type", "invalid_message")
+            raise bad_request(
+                f'after the start a message must be {{"type": "text", "text": "..."}} or {{"type": "end"}}, got {got}',
+                "type",
+                "invalid_message",
+            )
         if not isinstance(data.get("text"), str):
-            raise bad_request(f"'text' must be a string, got {type(data.get('text')).__name__}", "text",
-                              "invalid_message")
+            raise bad_request(
+                f"'text' must be a string, got {type(data.get('text')).__name__}", "text", "invalid_message"
+            )
         received += len(data["text"])
         if received > limit:
-            raise bad_request(f"the text streamed in has {received} characters; the limit is {limit}", "text",
-                              "string_above_max_length")
+            raise bad_request(
+                f"the text streamed in has {received} characters; the limit is {limit}",
+                "text",
+                "string_above_max_length",
+            )
         if data["text"]:
             texts.put(data["text"])
     raise ConnectionResetError("the client closed the stream before its end")
@@ -338,14 +396,19 @@ async def models(request: web.Request) -> web.Response:
     server: Server = request.app[SERVER]
     created = int(server_started)
     ids = [server.options.model_name, *MODEL_ALIASES]
-    return web.json_response({"object": "list", "data": [
-        {"id": name, "object": "model", "created": created, "owned_by": "kazetts"} for name in ids]})
+    return web.json_response(
+        {
+            "object": "list",
+            "data": [{"id": name, "object": "model", "created": created, "owned_by": "kazetts"} for name in ids],
+        }
+    )
 
 
 async def audio_models(request: web.Request) -> web.Response:
     server: Server = request.app[SERVER]
-    return web.json_response({"models": [{"id": name, "name": name}
-                                         for name in (server.options.model_name, *MODEL_ALIASES)]})
+    return web.json_response(
+        {"models": [{"id": name, "name": name} for name in (server.options.model_name, *MODEL_ALIASES)]}
+    )
 
 
 async def voices(request: web.Request) -> web.Response:
@@ -358,10 +421,20 @@ async def health(request: web.Request) -> web.Response:
     try:
         tts = server.tts()
     except ApiError as error:
-        return web.json_response({"status": "loading" if error.code == "model_loading" else "error", **error.body()},
-                                 status=503, headers=error.headers)
-    return web.json_response({"status": "ok", "model": server.options.model_name, "model_type": tts.model_type,
-                              "formats": server.formats, "queue": server.worker.depth})
+        return web.json_response(
+            {"status": "loading" if error.code == "model_loading" else "error", **error.body()},
+            status=503,
+            headers=error.headers,
+        )
+    return web.json_response(
+        {
+            "status": "ok",
+            "model": server.options.model_name,
+            "model_type": tts.model_type,
+            "formats": server.formats,
+            "queue": server.worker.depth,
+        }
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -415,8 +488,11 @@ def _check_origin(request: web.Request, allowed: tuple[str, ...]) -> None:
     except ValueError as error:
         raise bad_request(f"the Origin header {origin!r} is not a URL ({error})", "Origin", "invalid_origin") from None
     if host not in ("127.0.0.1", "localhost", "::1"):
-        raise ApiError(403, f"requests from web pages at {origin} are not allowed; start the server with "
-                            f"--allow-origin {origin}", code="origin_not_allowed")
+        raise ApiError(
+            403,
+            f"requests from web pages at {origin} are not allowed; start the server with --allow-origin {origin}",
+            code="origin_not_allowed",
+        )
 
 
 def _check_key(request: web.Request, key: str | None) -> None:

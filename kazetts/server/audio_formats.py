@@ -17,8 +17,14 @@ import struct
 import numpy as np
 
 SAMPLE_RATE = 24000
-CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "opus": "audio/ogg; codecs=opus",
-                 "mp3": "audio/mpeg", "aac": "audio/aac"}
+CONTENT_TYPES = {
+    "wav": "audio/wav",
+    "pcm": "audio/pcm",
+    "flac": "audio/flac",
+    "opus": "audio/ogg; codecs=opus",
+    "mp3": "audio/mpeg",
+    "aac": "audio/aac",
+}
 _SOUNDFILE = {"flac": ("FLAC", "PCM_16", False), "opus": ("OGG", "OPUS", True), "mp3": ("MP3", "MPEG_LAYER_III", False)}
 ALL_FORMATS = list(CONTENT_TYPES)
 
@@ -32,7 +38,15 @@ def wav_header(sample_rate: int = SAMPLE_RATE) -> bytes:
     """A mono 16-bit WAV header whose sizes say "unknown" (the stream's length is not known yet)."""
     unknown = 0xFFFFFFFF
     fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, 2 * sample_rate, 2, 16)
-    return b"RIFF" + struct.pack("<I", unknown) + b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", unknown)
+    return (
+        b"RIFF"
+        + struct.pack("<I", unknown)
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + b"data"
+        + struct.pack("<I", unknown)
+    )
 
 
 def available_formats() -> list[str]:
@@ -63,8 +77,9 @@ class Encoder:
             major, subtype, self.streams = _SOUNDFILE[name]
             self._sink = io.BytesIO()
             self._sent = 0
-            self._file = soundfile.SoundFile(self._sink, "w", samplerate=sample_rate, channels=1, format=major,
-                                             subtype=subtype)
+            self._file = soundfile.SoundFile(
+                self._sink, "w", samplerate=sample_rate, channels=1, format=major, subtype=subtype
+            )
         elif name not in ("wav", "pcm"):
             raise ValueError(f"no encoder for {name!r}")
 
@@ -84,6 +99,6 @@ class Encoder:
         return self._drain()
 
     def _drain(self) -> bytes:
-        data = self._sink.getbuffer()[self._sent:].tobytes()
+        data = self._sink.getbuffer()[self._sent :].tobytes()
         self._sent += len(data)
         return data

@@ -60,8 +60,14 @@ class SpeechRequest:
     sampling: dict  # the sampling options given (engine keyword arguments); the others are the reference's
 
     def engine_options(self) -> dict:
-        return dict(language=self.language, instruct=self.instructions, seed=self.seed, speed=self.speed, **self.voice,
-                    **self.sampling)
+        return dict(
+            language=self.language,
+            instruct=self.instructions,
+            seed=self.seed,
+            speed=self.speed,
+            **self.voice,
+            **self.sampling,
+        )
 
 
 def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, aliases: tuple[str, ...] = ()) -> Any:
@@ -72,8 +78,11 @@ def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, alias
         if value is None:
             continue
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            wanted = " or ".join("object" if k is dict else "number" if k is float else k.__name__ for k in kinds
-                                 if k is not int or float not in kinds)
+            wanted = " or ".join(
+                "object" if k is dict else "number" if k is float else k.__name__
+                for k in kinds
+                if k is not int or float not in kinds
+            )
             raise bad_request(f"'{key}' must be a {wanted}, got {type(value).__name__}", key, "invalid_type")
         return value
     return default
@@ -87,9 +96,17 @@ def _checked(name: str, check: Callable[[Any], Any], value: Any) -> Any:
         raise bad_request(str(error), name, "invalid_value") from None
 
 
-def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_voice: Callable[[str | None], dict],
-                 languages: list[str], takes_instruct: bool, max_input_chars: int = MAX_INPUT_CHARS,
-                 text_required: bool = True) -> SpeechRequest:
+def parse_speech(
+    body: Any,
+    *,
+    formats: list[str],
+    default_format: str,
+    resolve_voice: Callable[[str | None], dict],
+    languages: list[str],
+    takes_instruct: bool,
+    max_input_chars: int = MAX_INPUT_CHARS,
+    text_required: bool = True,
+) -> SpeechRequest:
     """Checks a decoded JSON body; `resolve_voice(name)` gives the engine's voice arguments or
     raises the 400 for an unknown voice (see VoiceCatalog)."""
     if not isinstance(body, dict):
@@ -101,23 +118,26 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
         if not text.strip():
             raise bad_request("'input' is empty: there is nothing to say", "input", "empty_input")
     if text is not None and len(text) > max_input_chars:
-        raise bad_request(f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input",
-                          "string_above_max_length")
+        raise bad_request(
+            f"'input' has {len(text)} characters; the limit is {max_input_chars}", "input", "string_above_max_length"
+        )
     voice = _typed(body, "voice", (str, dict), aliases=("speaker",))
     if isinstance(voice, dict):
         voice = voice.get("id")
         if not isinstance(voice, str):
-            raise bad_request("'voice' as an object must be {\"id\": \"<voice id>\"}", "voice", "invalid_type")
+            raise bad_request('\'voice\' as an object must be {"id": "<voice id>"}', "voice", "invalid_type")
     fmt = _typed(body, "response_format", str, default_format)
     if fmt not in formats:
         reason = "is not a format" if fmt not in ALL_FORMATS else "cannot be written by this machine's libsndfile"
-        raise bad_request(f"response_format {fmt!r} {reason}; choose one of {formats}", "response_format",
-                          "unsupported_format")
+        raise bad_request(
+            f"response_format {fmt!r} {reason}; choose one of {formats}", "response_format", "unsupported_format"
+        )
     speed = _checked("speed", check_speed, _typed(body, "speed", (int, float), 1.0))
     stream_format = _typed(body, "stream_format", str, "audio")
     if stream_format not in ("audio", "sse"):
-        raise bad_request(f"stream_format {stream_format!r} is not one of ['audio', 'sse']", "stream_format",
-                          "invalid_value")
+        raise bad_request(
+            f"stream_format {stream_format!r} is not one of ['audio', 'sse']", "stream_format", "invalid_value"
+        )
     language = _typed(body, "language", str, "auto").lower()
     if language not in languages:
         raise bad_request(f"unknown language {language!r}; choose one of {languages}", "language", "invalid_value")
@@ -131,9 +151,21 @@ def parse_speech(body: Any, *, formats: list[str], default_format: str, resolve_
             sampling[name] = _checked(name, functools.partial(check_option, name), value)
     instructions = _typed(body, "instructions", str, aliases=("instruct",))
     if instructions is not None and len(instructions) > max_input_chars:
-        raise bad_request(f"'instructions' has {len(instructions)} characters; the limit is {max_input_chars}",
-                          "instructions", "string_above_max_length")
-    return SpeechRequest(input=text or "", voice=resolve_voice(voice), voice_id=voice,
-                         instructions=(instructions or None) if takes_instruct else None, response_format=fmt,
-                         speed=speed, stream_format=stream_format, language=language, seed=seed,
-                         model=_typed(body, "model", str, "kazetts"), sampling=sampling)
+        raise bad_request(
+            f"'instructions' has {len(instructions)} characters; the limit is {max_input_chars}",
+            "instructions",
+            "string_above_max_length",
+        )
+    return SpeechRequest(
+        input=text or "",
+        voice=resolve_voice(voice),
+        voice_id=voice,
+        instructions=(instructions or None) if takes_instruct else None,
+        response_format=fmt,
+        speed=speed,
+        stream_format=stream_format,
+        language=language,
+        seed=seed,
+        model=_typed(body, "model", str, "kazetts"),
+        sampling=sampling,
+    )

@@ -15,8 +15,21 @@ from kazetts.server.errors import bad_request
 
 # OpenAI's built-in names: clients send them by default (Open WebUI falls back to "alloy"); they
 # mean the server's default voice.
-OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse",
-                 "marin", "cedar")
+OPENAI_VOICES = (
+    "alloy",
+    "ash",
+    "ballad",
+    "coral",
+    "echo",
+    "fable",
+    "onyx",
+    "nova",
+    "sage",
+    "shimmer",
+    "verse",
+    "marin",
+    "cedar",
+)
 
 
 class SavedVoices(Protocol):
@@ -31,9 +44,15 @@ class VoiceCatalog:
     """`aliases` are names that mean the default voice (OpenAI's, which HTTP clients send); the
     default is `default`, else the first voice (a speaker, else a saved voice, else a preset)."""
 
-    def __init__(self, speakers: list[str], languages: list[str], default: str | None = None,
-                 saved: SavedVoices | None = None, presets: dict[str, str] | None = None,
-                 aliases: tuple[str, ...] = OPENAI_VOICES):
+    def __init__(
+        self,
+        speakers: list[str],
+        languages: list[str],
+        default: str | None = None,
+        saved: SavedVoices | None = None,
+        presets: dict[str, str] | None = None,
+        aliases: tuple[str, ...] = OPENAI_VOICES,
+    ):
         self.speakers, self.languages, self.saved = speakers, languages, saved
         self.presets, self.aliases = dict(presets or {}), aliases
         if default is not None and default.lower() not in speakers and default not in self._named_voices():
@@ -52,7 +71,9 @@ class VoiceCatalog:
 
     def listing(self) -> list[dict]:
         voices = [{"id": name, "name": name, "kind": "speaker", "languages": self.languages} for name in self.speakers]
-        voices += [{"id": name, "name": name, "kind": "saved", "languages": self.languages} for name in self._saved_names()]
+        voices += [
+            {"id": name, "name": name, "kind": "saved", "languages": self.languages} for name in self._saved_names()
+        ]
         voices += [{"id": name, "name": name, "kind": "preset", "languages": self.languages} for name in self.presets]
         return voices
 
@@ -102,8 +123,12 @@ def load_presets(path: str | pathlib.Path) -> dict[str, str]:
         raise ValueError(f"cannot read the presets file {path}: {error.strerror or error}") from None
     except ValueError as error:
         raise ValueError(f"the presets file {path} is not valid JSON: {error}") from None
-    if not isinstance(presets, dict) or not all(isinstance(name, str) and name.strip() and isinstance(instruct, str)
-                                                 and instruct.strip() for name, instruct in presets.items()):
-        raise ValueError(f"the presets file {path} must be a JSON object of voice names to instructs, "
-                         '{"narrator": "A calm, low male voice."}')
+    if not isinstance(presets, dict) or not all(
+        isinstance(name, str) and name.strip() and isinstance(instruct, str) and instruct.strip()
+        for name, instruct in presets.items()
+    ):
+        raise ValueError(
+            f"the presets file {path} must be a JSON object of voice names to instructs, "
+            '{"narrator": "A calm, low male voice."}'
+        )
     return presets

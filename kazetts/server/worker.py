@@ -109,7 +109,9 @@ class Worker:
         except (ApiError, ValueError) as error:
             job.emit(ERROR, error)
         except Exception as error:  # noqa: BLE001 - a native failure answers this request only
-            job.emit(ERROR, ApiError(500, f"synthesis failed: {type(error).__name__}: {error}", code="synthesis_failed"))
+            job.emit(
+                ERROR, ApiError(500, f"synthesis failed: {type(error).__name__}: {error}", code="synthesis_failed")
+            )
         finally:
             events.close()
             self.busy = False

@@ -49,8 +49,9 @@ def to_mono(audio: np.ndarray, name: str = "ref_audio") -> np.ndarray:
     """The mean of the channels of a [samples, channels] array (a [samples] array as is)."""
     a = np.asarray(audio)
     if a.ndim == 2 and a.shape[1] > MAX_CHANNELS:
-        raise ValueError(f"{name}: an array of shape {a.shape} has {a.shape[1]} channels; "
-                         "give [samples] or [samples, channels]")
+        raise ValueError(
+            f"{name}: an array of shape {a.shape} has {a.shape[1]} channels; give [samples] or [samples, channels]"
+        )
     if a.ndim not in (1, 2):
         raise ValueError(f"{name}: audio must be [samples] or [samples, channels], got shape {a.shape}")
     a = a.astype(np.float32, copy=False)
@@ -70,10 +71,14 @@ def resample(audio: np.ndarray, sr: int, target: int = SAMPLE_RATE) -> np.ndarra
 
 def check_ref_silence(seconds) -> float:
     """`ref_silence` as a float in 0..MAX_REF_SILENCE seconds (ValueError naming it otherwise)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= float(seconds) <= MAX_REF_SILENCE:
-        raise ValueError(f"ref_silence must be a number of seconds in 0..{MAX_REF_SILENCE:g} (about 0.5 helps ICL), "
-                         f"got {seconds!r}")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float, np.integer, np.floating))
+        or not 0.0 <= float(seconds) <= MAX_REF_SILENCE
+    ):
+        raise ValueError(
+            f"ref_silence must be a number of seconds in 0..{MAX_REF_SILENCE:g} (about 0.5 helps ICL), got {seconds!r}"
+        )
     return float(seconds)
 
 
@@ -97,11 +102,14 @@ def reference_audio(source, min_samples: int, name: str = "ref_audio") -> np.nda
             raise ValueError(f"{name}: the sample rate must be a positive integer, got {sr!r}")
         sr = int(sr)
     else:
-        raise ValueError(f"{name} must be an audio file path or an (array, sample_rate) tuple, "
-                         f"got {type(source).__name__}")
+        raise ValueError(
+            f"{name} must be an audio file path or an (array, sample_rate) tuple, got {type(source).__name__}"
+        )
     if sr < MIN_SAMPLE_RATE:
-        raise ValueError(f"{name}: a sample rate of {sr} Hz is too low to clone a voice from (at least "
-                         f"{MIN_SAMPLE_RATE} Hz; record at 16 kHz or more)")
+        raise ValueError(
+            f"{name}: a sample rate of {sr} Hz is too low to clone a voice from (at least "
+            f"{MIN_SAMPLE_RATE} Hz; record at 16 kHz or more)"
+        )
     mono = to_mono(audio, name)
     if mono.size == 0:
         raise ValueError(f"{name}: the audio is empty")
@@ -109,18 +117,23 @@ def reference_audio(source, min_samples: int, name: str = "ref_audio") -> np.nda
         raise ValueError(f"{name}: the audio holds NaN or infinite samples")
     seconds = mono.size / sr
     if seconds > MAX_SECONDS:
-        raise ValueError(f"{name}: the audio is {seconds:.1f} s long; at most {MAX_SECONDS:g} s is taken "
-                         "(3-10 s of clean speech clone best: trim it)")
+        raise ValueError(
+            f"{name}: the audio is {seconds:.1f} s long; at most {MAX_SECONDS:g} s is taken "
+            "(3-10 s of clean speech clone best: trim it)"
+        )
     out = resample(mono, sr)
     if out.size < min_samples:
-        raise ValueError(f"{name}: the audio is {seconds * 1000:.0f} ms long; the speaker encoder needs at "
-                         f"least {1000 * min_samples / SAMPLE_RATE:.0f} ms ({min_samples} samples at {SAMPLE_RATE} Hz)")
+        raise ValueError(
+            f"{name}: the audio is {seconds * 1000:.0f} ms long; the speaker encoder needs at "
+            f"least {1000 * min_samples / SAMPLE_RATE:.0f} ms ({min_samples} samples at {SAMPLE_RATE} Hz)"
+        )
     peak = float(np.abs(out).max())
     if peak < SILENCE_PEAK:
         raise ValueError(f"{name}: the audio is silent (peak {peak:.1e}, below -80 dBFS)")
     if seconds < SHORT_SECONDS:
-        warnings.warn(f"{name} is only {seconds:.2f} s long: 3-10 s of speech give a better voice",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{name} is only {seconds:.2f} s long: 3-10 s of speech give a better voice", RuntimeWarning, stacklevel=3
+        )
     if peak > 1.0:  # the reference only prints this too, and does not normalize
         warnings.warn(f"{name} exceeds full scale (peak {peak:.2f}); it is used as is", RuntimeWarning, stacklevel=3)
     return out

@@ -30,16 +30,24 @@ class _Params(ctypes.Structure):
 
 
 class _Sampling(ctypes.Structure):
-    _fields_ = [("greedy", ctypes.c_int32), ("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
-                ("top_p", ctypes.c_float), ("uniforms", ctypes.POINTER(ctypes.c_double)),
-                ("rng_state", ctypes.POINTER(ctypes.c_uint64))]
+    _fields_ = [
+        ("greedy", ctypes.c_int32),
+        ("temperature", ctypes.c_float),
+        ("top_k", ctypes.c_int32),
+        ("top_p", ctypes.c_float),
+        ("uniforms", ctypes.POINTER(ctypes.c_double)),
+        ("rng_state", ctypes.POINTER(ctypes.c_uint64)),
+    ]
 
 
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _P = ctypes.c_void_p
 _SIGNATURES = {
-    "kz_cp_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_Params), ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_cp_load": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.POINTER(_Params), ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t],
+    ),
     "kz_cp_free": (None, [_P]),
     "kz_cp_n_embd_in": (ctypes.c_int32, [_P]),
     "kz_cp_n_embd": (ctypes.c_int32, [_P]),
@@ -47,8 +55,10 @@ _SIGNATURES = {
     "kz_cp_vocab": (ctypes.c_int32, [_P]),
     "kz_cp_cb0_vocab": (ctypes.c_int32, [_P]),
     "kz_cp_set_threads": (ctypes.c_int, [_P, ctypes.c_int32]),
-    "kz_cp_predict_frame": (ctypes.c_int, [_P, _c_float_p, ctypes.c_int32, ctypes.POINTER(_Sampling), _c_int32_p, _c_float_p,
-                                           _c_float_p]),
+    "kz_cp_predict_frame": (
+        ctypes.c_int,
+        [_P, _c_float_p, ctypes.c_int32, ctypes.POINTER(_Sampling), _c_int32_p, _c_float_p, _c_float_p],
+    ),
     "kz_cp_embed_codes": (ctypes.c_int, [_P, _c_int32_p, _c_float_p]),
     "kz_cp_last_error": (ctypes.c_char_p, [_P]),
     "kz_cp_kernel_name": (ctypes.c_char_p, [_P]),
@@ -77,8 +87,9 @@ class CodePredictor(native.NativeHandle):
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
         params = _Params(int(threads), WEIGHT_TYPES[weights], KERNELS[kernels])
-        status = self._lib.kz_cp_load(os.fsencode(str(mmproj_path)), ctypes.byref(params), ctypes.byref(self._handle),
-                                      err, len(err))
+        status = self._lib.kz_cp_load(
+            os.fsencode(str(mmproj_path)), ctypes.byref(params), ctypes.byref(self._handle), err, len(err)
+        )
         native.check(status, err.value)
         h = self._handle
         self.n_embd_in = self._lib.kz_cp_n_embd_in(h)
@@ -93,9 +104,18 @@ class CodePredictor(native.NativeHandle):
         self._check(self._lib.kz_cp_set_threads(self._handle, int(n)))
         self.threads = int(n)
 
-    def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = TEMPERATURE, top_k: int = TOP_K,
-                top_p: float = TOP_P, rng: "np.random.Generator | native.Rng | None" = None, seed: int | None = None,
-                return_logits: bool = False):
+    def predict(
+        self,
+        hidden,
+        cb0: int,
+        greedy: bool = True,
+        temperature: float = TEMPERATURE,
+        top_k: int = TOP_K,
+        top_p: float = TOP_P,
+        rng: "np.random.Generator | native.Rng | None" = None,
+        seed: int | None = None,
+        return_logits: bool = False,
+    ):
         """One frame -> (codes [15] int32, embedding_sum [n_embd_in] float32[, logits [15, vocab]]).
 
         Sampling (greedy=False) needs ``rng`` (a numpy Generator: 15 uniforms drawn from it; a
@@ -124,8 +144,15 @@ class CodePredictor(native.NativeHandle):
                 s.rng_state = ctypes.pointer(state)
             else:
                 raise ValueError("sampling needs rng= (numpy Generator) or seed=")
-        status = self._lib.kz_cp_predict_frame(self._handle, native.ptr(hidden), int(cb0), ctypes.byref(s),
-                                               native.ptr(codes, ctypes.c_int32), native.ptr(emb), native.ptr(logits))
+        status = self._lib.kz_cp_predict_frame(
+            self._handle,
+            native.ptr(hidden),
+            int(cb0),
+            ctypes.byref(s),
+            native.ptr(codes, ctypes.c_int32),
+            native.ptr(emb),
+            native.ptr(logits),
+        )
         self._check(status)
         return (codes, emb, logits) if return_logits else (codes, emb)
 
@@ -143,9 +170,11 @@ class CodePredictor(native.NativeHandle):
 # numpy fallback (tests only)
 # ------------------------------------------------------------------------------------------
 
+
 def _read_gguf(path):
     import gguf
     from gguf.quants import dequantize
+
     reader = gguf.GGUFReader(str(path))
     tensors = {}
     for t in reader.tensors:
@@ -155,7 +184,7 @@ def _read_gguf(path):
     kv = {}
     for name, field in reader.fields.items():
         if name.startswith("kazetts.code."):
-            kv[name[len("kazetts.code."):]] = field.parts[field.data[0]].tolist()[0]
+            kv[name[len("kazetts.code.") :]] = field.parts[field.data[0]].tolist()[0]
     return tensors, kv
 
 
@@ -183,8 +212,8 @@ class NumpyCodePredictor:
     def __init__(self, mmproj_path):
         t, kv = _read_gguf(mmproj_path)
         p = "a.gen.code."
-        self.embd = t[p + "embd.weight"]          # [15, vocab, n_in]
-        self.head = t[p + "head.weight"]          # [15, vocab, n_embd]
+        self.embd = t[p + "embd.weight"]  # [15, vocab, n_in]
+        self.head = t[p + "head.weight"]  # [15, vocab, n_embd]
         self.out_embd = t[p + "out_embd.weight"]  # [cb0_vocab, n_in]
         self.norm = t[p + "output_norm.weight"]
         self.proj_w = t.get(p + "proj_in.weight")
@@ -198,9 +227,24 @@ class NumpyCodePredictor:
         self.layers = []
         i = 0
         while f"{p}blk.{i}.attn_q.weight" in t:
-            self.layers.append({k: t[f"{p}blk.{i}.{k}.weight"] for k in (
-                "ln1", "attn_q", "attn_q_norm", "attn_k", "attn_k_norm", "attn_v", "attn_out", "ln2",
-                "ffn_gate", "ffn_up", "ffn_down")})
+            self.layers.append(
+                {
+                    k: t[f"{p}blk.{i}.{k}.weight"]
+                    for k in (
+                        "ln1",
+                        "attn_q",
+                        "attn_q_norm",
+                        "attn_k",
+                        "attn_k_norm",
+                        "attn_v",
+                        "attn_out",
+                        "ln2",
+                        "ffn_gate",
+                        "ffn_up",
+                        "ffn_down",
+                    )
+                }
+            )
             i += 1
 
     def _proj(self, x):
@@ -241,8 +285,16 @@ class NumpyCodePredictor:
             x = x + ((g / (1 + np.exp(-g))) * (h @ L["ffn_up"].T)) @ L["ffn_down"].T
         return _rms(x[-1], self.norm, self.eps)
 
-    def predict(self, hidden, cb0: int, greedy: bool = True, temperature: float = TEMPERATURE, top_k: int = TOP_K,
-                top_p: float = TOP_P, rng: np.random.Generator | None = None):
+    def predict(
+        self,
+        hidden,
+        cb0: int,
+        greedy: bool = True,
+        temperature: float = TEMPERATURE,
+        top_k: int = TOP_K,
+        top_p: float = TOP_P,
+        rng: np.random.Generator | None = None,
+    ):
         """-> (codes [15], embedding_sum [n_in], logits [15, vocab])."""
         sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature, top_k, top_p, greedy))
         hidden = np.asarray(hidden, np.float32).reshape(-1)

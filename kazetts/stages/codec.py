@@ -1,9 +1,9 @@
 """The codec decoder (Qwen3-TTS-Tokenizer-12Hz decoder) of libkazetts: codes -> 24 kHz PCM.
 
-    dec = CodecDecoder("model-mmproj.gguf", threads=2, weights="f32")
-    wav = dec.decode(codes)          # codes [T, 16] int -> [T * 1920] float32
-    for chunk in chunks: play(dec.stream(chunk))   # exact streaming, any chunk sizes
-    dec.reset()                      # new utterance
+dec = CodecDecoder("model-mmproj.gguf", threads=2, weights="f32")
+wav = dec.decode(codes)          # codes [T, 16] int -> [T * 1920] float32
+for chunk in chunks: play(dec.stream(chunk))   # exact streaming, any chunk sizes
+dec.reset()                      # new utterance
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _P = ctypes.c_void_p
 _SIGNATURES = {
-    "kz_codec_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_codec_load": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t],
+    ),
     "kz_codec_free": (None, [_P]),
     "kz_codec_last_error": (ctypes.c_char_p, [_P]),
     "kz_codec_n_codebooks": (ctypes.c_int, [_P]),
@@ -31,10 +34,25 @@ _SIGNATURES = {
     "kz_codec_set_threads": (ctypes.c_int, [_P, ctypes.c_int]),
     "kz_codec_set_max_chunk": (ctypes.c_int, [_P, ctypes.c_int]),
     "kz_codec_decode": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t]),
-    "kz_codec_decode_debug": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
-                                             _c_float_p, _c_float_p, _c_float_p, _c_float_p]),
-    "kz_codec_stream_push": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t,
-                                            ctypes.POINTER(ctypes.c_size_t)]),
+    "kz_codec_decode_debug": (
+        ctypes.c_int,
+        [
+            _P,
+            _c_int32_p,
+            ctypes.c_int,
+            ctypes.c_int,
+            _c_float_p,
+            ctypes.c_size_t,
+            _c_float_p,
+            _c_float_p,
+            _c_float_p,
+            _c_float_p,
+        ],
+    ),
+    "kz_codec_stream_push": (
+        ctypes.c_int,
+        [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
     "kz_codec_stream_position": (ctypes.c_int64, [_P]),
     "kz_codec_reset": (ctypes.c_int, [_P]),
 }
@@ -51,7 +69,9 @@ class CodecDecoder(native.NativeHandle):
         self._lib = native.bind(_SIGNATURES)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
-        status = self._lib.kz_codec_load(str(mmproj).encode(), int(threads), WEIGHTS[weights], ctypes.byref(self._handle), err, len(err))
+        status = self._lib.kz_codec_load(
+            str(mmproj).encode(), int(threads), WEIGHTS[weights], ctypes.byref(self._handle), err, len(err)
+        )
         native.check(status, err.value)
         self.weights = weights
         self.n_codebooks = self._lib.kz_codec_n_codebooks(self._handle)
@@ -91,17 +111,37 @@ class CodecDecoder(native.NativeHandle):
         pre = np.zeros((n, self.latent_dim), np.float32)
         tfm = np.zeros((n, self.latent_dim), np.float32)
         up = np.zeros((n * self.upsample_factor, self.latent_dim), np.float32)
-        self._check(self._lib.kz_codec_decode_debug(self._handle, cp, n, k, native.ptr(out), out.size, native.ptr(q),
-                                                    native.ptr(pre), native.ptr(tfm), native.ptr(up)))
-        return out, {"quantized": q.T.copy(), "pre_conv": pre.T.copy(), "transformer": tfm.T.copy(), "upsample": up.T.copy()}
+        self._check(
+            self._lib.kz_codec_decode_debug(
+                self._handle,
+                cp,
+                n,
+                k,
+                native.ptr(out),
+                out.size,
+                native.ptr(q),
+                native.ptr(pre),
+                native.ptr(tfm),
+                native.ptr(up),
+            )
+        )
+        return out, {
+            "quantized": q.T.copy(),
+            "pre_conv": pre.T.copy(),
+            "transformer": tfm.T.copy(),
+            "upsample": up.T.copy(),
+        }
 
     def stream(self, codes_chunk) -> np.ndarray:
         """Pushes the next frames [n, 16] of the stream; returns their n * 1920 samples."""
         c, n, k = self._codes(codes_chunk)
         out = np.zeros(n * self.samples_per_frame, np.float32)
         written = ctypes.c_size_t(0)
-        self._check(self._lib.kz_codec_stream_push(self._handle, native.ptr(c, ctypes.c_int32), n, k, native.ptr(out), out.size,
-                                                   ctypes.byref(written)))
+        self._check(
+            self._lib.kz_codec_stream_push(
+                self._handle, native.ptr(c, ctypes.c_int32), n, k, native.ptr(out), out.size, ctypes.byref(written)
+            )
+        )
         return out[: written.value]
 
     @property

@@ -22,7 +22,10 @@ _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _P = ctypes.c_void_p
 _SIGNATURES = {
-    "kz_codec_encoder_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_codec_encoder_load": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t],
+    ),
     "kz_codec_encoder_free": (None, [_P]),
     "kz_codec_encoder_last_error": (ctypes.c_char_p, [_P]),
     "kz_codec_encoder_n_codebooks": (ctypes.c_int, [_P]),
@@ -32,8 +35,10 @@ _SIGNATURES = {
     "kz_codec_encoder_downsample": (ctypes.c_int, [_P]),
     "kz_codec_encoder_set_threads": (ctypes.c_int, [_P, ctypes.c_int]),
     "kz_codec_encoder_n_frames": (ctypes.c_int64, [_P, ctypes.c_int64]),
-    "kz_codec_encoder_encode_debug": (ctypes.c_int, [_P, _c_float_p, ctypes.c_int64, _c_int32_p, ctypes.c_size_t,
-                                                     _c_float_p, _c_float_p, _c_float_p]),
+    "kz_codec_encoder_encode_debug": (
+        ctypes.c_int,
+        [_P, _c_float_p, ctypes.c_int64, _c_int32_p, ctypes.c_size_t, _c_float_p, _c_float_p, _c_float_p],
+    ),
 }
 
 
@@ -46,7 +51,9 @@ class CodecEncoder(native.NativeHandle):
         self._lib = native.bind(_SIGNATURES)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
-        status = self._lib.kz_codec_encoder_load(str(mmproj).encode(), int(threads), ctypes.byref(self._handle), err, len(err))
+        status = self._lib.kz_codec_encoder_load(
+            str(mmproj).encode(), int(threads), ctypes.byref(self._handle), err, len(err)
+        )
         native.check(status, err.value)
         self.n_codebooks = self._lib.kz_codec_encoder_n_codebooks(self._handle)
         self.samples_per_frame = self._lib.kz_codec_encoder_samples_per_frame(self._handle)
@@ -75,11 +82,17 @@ class CodecEncoder(native.NativeHandle):
         debug = None
         if intermediates:
             steps = -(-x.size // (self.samples_per_frame // self.downsample))
-            debug = {"seanet": np.zeros((steps, self.hidden), np.float32), "transformer": np.zeros((steps, self.hidden), np.float32),
-                     "downsampled": np.zeros((frames, self.hidden), np.float32)}
+            debug = {
+                "seanet": np.zeros((steps, self.hidden), np.float32),
+                "transformer": np.zeros((steps, self.hidden), np.float32),
+                "downsampled": np.zeros((frames, self.hidden), np.float32),
+            }
         ptrs = [native.ptr(debug[k]) if debug else None for k in ("seanet", "transformer", "downsampled")]
-        self._check(self._lib.kz_codec_encoder_encode_debug(self._handle, native.ptr(x), x.size, native.ptr(codes, ctypes.c_int32),
-                                                            codes.size, *ptrs))
+        self._check(
+            self._lib.kz_codec_encoder_encode_debug(
+                self._handle, native.ptr(x), x.size, native.ptr(codes, ctypes.c_int32), codes.size, *ptrs
+            )
+        )
         if not intermediates:
             return codes
         return codes, {k: v.T.copy() for k, v in debug.items()}

@@ -46,8 +46,9 @@ def mel_to_hz(mel: np.ndarray) -> np.ndarray:
     return np.where(mel >= _LOG_MEL, _LOG_HZ * np.exp(_LOG_STEP * (mel - _LOG_MEL)), _F_SP * mel)
 
 
-def mel_filterbank(sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS, fmin: float = FMIN,
-                   fmax: float = FMAX) -> np.ndarray:
+def mel_filterbank(
+    sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS, fmin: float = FMIN, fmax: float = FMAX
+) -> np.ndarray:
     """Slaney-normalized triangular filters, float32 [n_mels, 1 + n_fft // 2]: the values of
     `librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax)` (same rounding:
     triangles rounded to float32, then scaled in float64 and rounded again)."""
@@ -91,7 +92,7 @@ def log_mel(audio: np.ndarray) -> np.ndarray:
     window, filters = periodic_hann(), _filters()
     out = np.empty((len(frames), N_MELS), np.float32)
     for start in range(0, len(frames), _BLOCK):
-        spec = np.fft.rfft(frames[start:start + _BLOCK] * window, axis=-1)
-        magnitude = np.sqrt(spec.real ** 2 + spec.imag ** 2 + MAG_EPS)
-        out[start:start + _BLOCK] = np.log(np.maximum(magnitude @ filters.T, LOG_FLOOR))
+        spec = np.fft.rfft(frames[start : start + _BLOCK] * window, axis=-1)
+        magnitude = np.sqrt(spec.real**2 + spec.imag**2 + MAG_EPS)
+        out[start : start + _BLOCK] = np.log(np.maximum(magnitude @ filters.T, LOG_FLOOR))
     return out

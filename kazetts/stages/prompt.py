@@ -73,13 +73,22 @@ class VoiceTable:
         dialects = {name: d for name, d in (talker.get("spk_is_dialect") or {}).items() if d}
         model_type = config.get("tts_model_type", "custom_voice")
         return cls(
-            tts_pad=config["tts_pad_token_id"], tts_bos=config["tts_bos_token_id"], tts_eos=config["tts_eos_token_id"],
-            codec_pad=talker["codec_pad_id"], codec_bos=talker["codec_bos_id"], codec_eos=talker["codec_eos_token_id"],
-            codec_think=talker["codec_think_id"], codec_nothink=talker["codec_nothink_id"],
-            codec_think_bos=talker["codec_think_bos_id"], codec_think_eos=talker["codec_think_eos_id"],
-            languages=dict(talker.get("codec_language_id") or {}), speakers=dict(talker.get("spk_id") or {}),
-            speaker_dialects=dialects, model_type=model_type,
-            supports_instruct=takes_instruct(model_type, config.get("tts_model_size", "")))
+            tts_pad=config["tts_pad_token_id"],
+            tts_bos=config["tts_bos_token_id"],
+            tts_eos=config["tts_eos_token_id"],
+            codec_pad=talker["codec_pad_id"],
+            codec_bos=talker["codec_bos_id"],
+            codec_eos=talker["codec_eos_token_id"],
+            codec_think=talker["codec_think_id"],
+            codec_nothink=talker["codec_nothink_id"],
+            codec_think_bos=talker["codec_think_bos_id"],
+            codec_think_eos=talker["codec_think_eos_id"],
+            languages=dict(talker.get("codec_language_id") or {}),
+            speakers=dict(talker.get("spk_id") or {}),
+            speaker_dialects=dialects,
+            model_type=model_type,
+            supports_instruct=takes_instruct(model_type, config.get("tts_model_size", "")),
+        )
 
     @property
     def spoken_languages(self) -> list[str]:
@@ -112,9 +121,17 @@ class Prompt:
         return self.trailing_text[step] if step < len(self.trailing_text) else self.tts_pad
 
 
-def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int], *, language: str = "auto",
-                 speaker: str | None = None, instruct_ids: Sequence[int] | None = None,
-                 speaker_embedding: np.ndarray | None = None, text_streaming: bool = True) -> Prompt:
+def build_prompt(
+    rows: EmbeddingRows,
+    voices: VoiceTable,
+    text_ids: Sequence[int],
+    *,
+    language: str = "auto",
+    speaker: str | None = None,
+    instruct_ids: Sequence[int] | None = None,
+    speaker_embedding: np.ndarray | None = None,
+    text_streaming: bool = True,
+) -> Prompt:
     """Builds the reference's talker inputs. `text_ids` is the chat-wrapped text (see module doc)."""
     text_ids = list(text_ids)
     parts, bos_row, special = _prefix(rows, voices, text_ids, language, speaker, instruct_ids, speaker_embedding)
@@ -130,9 +147,17 @@ def build_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int
     return Prompt(np.concatenate(parts).astype(np.float32), trailing.astype(np.float32), tts_pad.astype(np.float32))
 
 
-def build_icl_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence[int], ref_text_ids: Sequence[int],
-                     ref_frames: np.ndarray, speaker_embedding: np.ndarray, *, language: str = "auto",
-                     text_streaming: bool = True) -> Prompt:
+def build_icl_prompt(
+    rows: EmbeddingRows,
+    voices: VoiceTable,
+    text_ids: Sequence[int],
+    ref_text_ids: Sequence[int],
+    ref_frames: np.ndarray,
+    speaker_embedding: np.ndarray,
+    *,
+    language: str = "auto",
+    text_streaming: bool = True,
+) -> Prompt:
     """The reference's ICL voice-clone inputs (`generate_icl_prompt`): the x-vector prefix, then
     text rows P(ref body ++ text body) ++ P(tts_eos) aligned with codec rows C(bos) ++ ref_frames.
 
@@ -161,16 +186,23 @@ def build_icl_prompt(rows: EmbeddingRows, voices: VoiceTable, text_ids: Sequence
         parts += [text + rows.codec([voices.codec_pad]), codec + tts_pad]
         trailing = empty
     elif len(text) > len(codec):
-        parts.append(text[:len(codec)] + codec)
-        trailing = text[len(codec):]
+        parts.append(text[: len(codec)] + codec)
+        trailing = text[len(codec) :]
     else:
         parts.append(np.concatenate([text, np.repeat(tts_pad[None], len(codec) - len(text), axis=0)]) + codec)
         trailing = empty
     return Prompt(np.concatenate(parts).astype(np.float32), trailing.astype(np.float32), tts_pad.astype(np.float32))
 
 
-def _prefix(rows: EmbeddingRows, voices: VoiceTable, text_ids: list[int], language: str, speaker: str | None,
-            instruct_ids: Sequence[int] | None, speaker_embedding: np.ndarray | None):
+def _prefix(
+    rows: EmbeddingRows,
+    voices: VoiceTable,
+    text_ids: list[int],
+    language: str,
+    speaker: str | None,
+    instruct_ids: Sequence[int] | None,
+    speaker_embedding: np.ndarray | None,
+):
     """Rows every mode starts with ([instruct], role, codec tags up to C(pad)), the C(bos) row the
     text part starts from, and the P(tts_*) rows {"bos", "eos", "pad"}."""
     if len(text_ids) <= ROLE_TOKENS + TAIL_TOKENS:
@@ -200,8 +232,9 @@ def _prefix(rows: EmbeddingRows, voices: VoiceTable, text_ids: list[int], langua
     return parts, codec[-1:], special
 
 
-def _speaker_row(rows: EmbeddingRows, voices: VoiceTable, speaker: str | None,
-                 speaker_embedding: np.ndarray | None, hidden: int) -> np.ndarray | None:
+def _speaker_row(
+    rows: EmbeddingRows, voices: VoiceTable, speaker: str | None, speaker_embedding: np.ndarray | None, hidden: int
+) -> np.ndarray | None:
     if speaker_embedding is not None:
         if speaker:
             raise ValueError("give either a speaker name or a speaker embedding, not both")

@@ -72,23 +72,31 @@ class SamplerConfig:
     greedy: bool = False
 
     @classmethod
-    def code_predictor(cls, temperature: float = TEMPERATURE, top_k: int = TOP_K, top_p: float = TOP_P,
-                       greedy: bool = False) -> "SamplerConfig":
+    def code_predictor(
+        cls, temperature: float = TEMPERATURE, top_k: int = TOP_K, top_p: float = TOP_P, greedy: bool = False
+    ) -> "SamplerConfig":
         """The reference's ``subtalker_*`` settings: no penalty, no minimum length."""
-        return cls(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=1.0,
-                   min_new_tokens=0, greedy=greedy)
+        return cls(
+            temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=1.0, min_new_tokens=0, greedy=greedy
+        )
 
 
 def talker_config(sampling: Sampling) -> SamplerConfig:
     """A request's talker (CB0) settings."""
-    return SamplerConfig(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                         repetition_penalty=sampling.repetition_penalty, greedy=bool(sampling.greedy))
+    return SamplerConfig(
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        repetition_penalty=sampling.repetition_penalty,
+        greedy=bool(sampling.greedy),
+    )
 
 
 def code_predictor_config(sampling: Sampling) -> SamplerConfig:
     """A request's code predictor (CB1..15) settings: its ``subtalker_*`` options."""
-    return SamplerConfig.code_predictor(sampling.subtalker_temperature, sampling.subtalker_top_k,
-                                        sampling.subtalker_top_p, bool(sampling.greedy))
+    return SamplerConfig.code_predictor(
+        sampling.subtalker_temperature, sampling.subtalker_top_k, sampling.subtalker_top_p, bool(sampling.greedy)
+    )
 
 
 def talker_suppress_tokens(vocab_size: int, eos_token_id: int, special_count: int = 1024) -> list[int]:
@@ -98,6 +106,7 @@ def talker_suppress_tokens(vocab_size: int, eos_token_id: int, special_count: in
 
 
 # --------------------------------------------------------------------------- processors
+
 
 def apply_repetition_penalty(scores: np.ndarray, history: Iterable[int], penalty: float) -> np.ndarray:
     """HF ``RepetitionPenaltyLogitsProcessor`` on one row (in place on ``scores``)."""
@@ -187,6 +196,7 @@ def margin(scores: np.ndarray) -> float:
 
 # --------------------------------------------------------------------------- samplers
 
+
 class TalkerSampler:
     """Codebook-0 sampler of the talker. Keeps the CB0 ids generated so far (what HF's
     ``input_ids`` hold during ``talker.generate``) and applies, per step: repetition penalty,
@@ -200,8 +210,14 @@ class TalkerSampler:
         self.history: list[int] = []
 
     @classmethod
-    def for_talker(cls, vocab_size: int, eos_token_id: int, config: SamplerConfig | None = None,
-                   special_count: int = 1024, **overrides) -> "TalkerSampler":
+    def for_talker(
+        cls,
+        vocab_size: int,
+        eos_token_id: int,
+        config: SamplerConfig | None = None,
+        special_count: int = 1024,
+        **overrides,
+    ) -> "TalkerSampler":
         """As the reference configures it; ids come from the model (config.json / GGUF)."""
         config = replace(config or SamplerConfig(), **overrides)
         return cls(config, eos_token_id, talker_suppress_tokens(vocab_size, eos_token_id, special_count))

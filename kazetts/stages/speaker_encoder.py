@@ -25,14 +25,20 @@ PREFIXES = ("a.", "mm.a.")  # llama.cpp's speaker encoder tensors (a.gen.* is th
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _P = ctypes.c_void_p
 _SIGNATURES = {
-    "kz_speaker_encoder_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_speaker_encoder_load": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t],
+    ),
     "kz_speaker_encoder_free": (None, [_P]),
     "kz_speaker_encoder_last_error": (ctypes.c_char_p, [_P]),
     "kz_speaker_encoder_n_mels": (ctypes.c_int, [_P]),
     "kz_speaker_encoder_dim": (ctypes.c_int, [_P]),
     "kz_speaker_encoder_min_frames": (ctypes.c_int, [_P]),
     "kz_speaker_encoder_set_threads": (ctypes.c_int, [_P, ctypes.c_int]),
-    "kz_speaker_encoder_encode": (ctypes.c_int, [_P, _c_float_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t]),
+    "kz_speaker_encoder_encode": (
+        ctypes.c_int,
+        [_P, _c_float_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t],
+    ),
 }
 
 
@@ -65,13 +71,17 @@ class SpeakerEncoder(native.NativeHandle):
         self._lib = native.bind(_SIGNATURES)
         self._handle = ctypes.c_void_p()
         err = native.error_buffer()
-        status = self._lib.kz_speaker_encoder_load(str(mmproj).encode(), int(threads), ctypes.byref(self._handle), err, len(err))
+        status = self._lib.kz_speaker_encoder_load(
+            str(mmproj).encode(), int(threads), ctypes.byref(self._handle), err, len(err)
+        )
         native.check(status, err.value)
         self.n_mels = self._lib.kz_speaker_encoder_n_mels(self._handle)
         self.dim = self._lib.kz_speaker_encoder_dim(self._handle)
         self.min_frames = self._lib.kz_speaker_encoder_min_frames(self._handle)
         if self.n_mels != mel.N_MELS:
-            raise ValueError(f"{mmproj}: the speaker encoder takes {self.n_mels} mel bands; kazetts computes {mel.N_MELS}")
+            raise ValueError(
+                f"{mmproj}: the speaker encoder takes {self.n_mels} mel bands; kazetts computes {mel.N_MELS}"
+            )
 
     @property
     def min_samples(self) -> int:
@@ -89,8 +99,11 @@ class SpeakerEncoder(native.NativeHandle):
         if m.ndim != 2:
             raise ValueError(f"log_mel must be [frames, mel bands], got shape {m.shape}")
         out = np.zeros(self.dim, np.float32)
-        self._check(self._lib.kz_speaker_encoder_encode(self._handle, native.ptr(m), m.shape[0], m.shape[1],
-                                                         native.ptr(out), out.size))
+        self._check(
+            self._lib.kz_speaker_encoder_encode(
+                self._handle, native.ptr(m), m.shape[0], m.shape[1], native.ptr(out), out.size
+            )
+        )
         return out
 
     def embed(self, audio: np.ndarray) -> np.ndarray:

@@ -40,9 +40,13 @@ class _Hidden(ctypes.Structure):
     _fields_ = [("data", ctypes.POINTER(ctypes.c_float)), ("n_embd", ctypes.c_int64), ("written", ctypes.c_int32)]
 
 
-_SIGNATURES = {"kz_talker_context_params": (None, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
-                                                    ctypes.POINTER(_Hidden)]),
-               "kz_talker_check_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t])}
+_SIGNATURES = {
+    "kz_talker_context_params": (
+        None,
+        [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(_Hidden)],
+    ),
+    "kz_talker_check_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+}
 
 
 def extra_buffers_are_safe() -> bool:
@@ -72,8 +76,9 @@ class Talker:
     KV_STEP, not n_ctx from the start. n_batch bounds the prefill chunk and with it llama.cpp's
     compute buffer."""
 
-    def __init__(self, path: pathlib.Path | str, threads: int = 2, n_ctx: int = 1024, n_batch: int = 64,
-                 verbose: bool = False):
+    def __init__(
+        self, path: pathlib.Path | str, threads: int = 2, n_ctx: int = 1024, n_batch: int = 64, verbose: bool = False
+    ):
         self.file = TalkerFile(path)
         if not verbose:
             llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p())
@@ -89,7 +94,9 @@ class Talker:
         # what llama.cpp would abort the process on rather than return an error (a token twice in
         # the vocabulary: one flipped byte), checked by the native engine's reader first
         err = native.error_buffer()
-        native.check(native.bind(_SIGNATURES).kz_talker_check_file(os.fsencode(self.file.path), err, len(err)), err.value)
+        native.check(
+            native.bind(_SIGNATURES).kz_talker_check_file(os.fsencode(self.file.path), err, len(err)), err.value
+        )
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
@@ -121,8 +128,9 @@ class Talker:
             llama_cpp.llama_free(self._ctx)
             self._ctx, self.capacity = None, 0
         ctx_params = llama_cpp.llama_context_default_params()
-        native.bind(_SIGNATURES).kz_talker_context_params(ctypes.byref(ctx_params), capacity, self.n_batch,
-                                                          self.threads, ctypes.byref(self._hidden))
+        native.bind(_SIGNATURES).kz_talker_context_params(
+            ctypes.byref(ctx_params), capacity, self.n_batch, self.threads, ctypes.byref(self._hidden)
+        )
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             raise KazettsError(f"llama.cpp could not create a context of {capacity} positions for {self.file.path}")
@@ -154,17 +162,19 @@ class Talker:
         of the last position."""
         embeddings = np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1, self.hidden_size)
         if self.position + len(embeddings) > self.capacity:
-            raise ValueError(f"the utterance needs more than the {self.capacity} positions reset() made room for "
-                             f"(the talker's context holds at most {self.n_ctx})")
+            raise ValueError(
+                f"the utterance needs more than the {self.capacity} positions reset() made room for "
+                f"(the talker's context holds at most {self.n_ctx})"
+            )
         self._hidden.written = 0
         for start in range(0, len(embeddings), self.n_batch):
-            chunk = embeddings[start:start + self.n_batch]
+            chunk = embeddings[start : start + self.n_batch]
             self._decode(chunk, output_last=start + self.n_batch >= len(embeddings))
         if not self._hidden.written:
             raise KazettsError(f"llama.cpp's graph for {self.file.path} gave no hidden state (result_norm)")
         n_vocab = self.file.text_vocab_size + self.file.codec_vocab_size
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(n_vocab,))
-        return self._hidden_row.copy(), logits[self.file.text_vocab_size:].copy()
+        return self._hidden_row.copy(), logits[self.file.text_vocab_size :].copy()
 
     def _decode(self, chunk: np.ndarray, output_last: bool) -> None:
         n = len(chunk)
@@ -184,8 +194,9 @@ class Talker:
         batch.logits = outputs.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
         status = llama_cpp.llama_decode(self._ctx, batch)
         if status != 0:
-            raise KazettsError(f"llama_decode failed with status {status} at position {self.position} "
-                               f"of {self.file.path}")
+            raise KazettsError(
+                f"llama_decode failed with status {status} at position {self.position} of {self.file.path}"
+            )
         self.position += n
 
     def close(self) -> None:

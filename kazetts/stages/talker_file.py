@@ -25,14 +25,20 @@ from kazetts.stages.prompt import VoiceTable, takes_instruct
 
 # Control ids every Qwen3-TTS talker has, under the token names llama.cpp's converter gives them.
 _CODEC_TOKENS = {
-    "codec_pad": "<|codec_pad|>", "codec_bos": "<|codec_bos|>", "codec_eos": "<|codec_eos_token|>",
-    "codec_think": "<|codec_think|>", "codec_nothink": "<|codec_nothink|>",
-    "codec_think_bos": "<|codec_think_bos|>", "codec_think_eos": "<|codec_think_eos|>",
+    "codec_pad": "<|codec_pad|>",
+    "codec_bos": "<|codec_bos|>",
+    "codec_eos": "<|codec_eos_token|>",
+    "codec_think": "<|codec_think|>",
+    "codec_nothink": "<|codec_nothink|>",
+    "codec_think_bos": "<|codec_think_bos|>",
+    "codec_think_eos": "<|codec_think_eos|>",
 }
 _TEXT_TOKENS = {"tts_pad": "<tts_pad>", "tts_bos": "<tts_text_bos>", "tts_eos": "<tts_text_eod>"}
 _NO_KERNEL_TYPES = tuple(gguf.GGMLQuantizationType[n] for n in ("I8", "I16", "I32", "I64", "F64"))
-_ROW_TYPES = tuple(gguf.GGMLQuantizationType[n] for n in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-                                                       "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"))
+_ROW_TYPES = tuple(
+    gguf.GGMLQuantizationType[n]
+    for n in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+)
 
 
 class TalkerFile:
@@ -75,17 +81,31 @@ class TalkerFile:
             raise GGUFError(f"{self.path} has no {name}")
         shape, ty = self.header.tensors[name]
         if len(shape) != 2 or min(shape) < 1 or ty not in _ROW_TYPES:
-            raise GGUFError(f"{self.path}: {name} is {ty.name} {shape}, expected a 2-D table of one of "
-                            f"{', '.join(t.name for t in _ROW_TYPES)}")
+            raise GGUFError(
+                f"{self.path}: {name} is {ty.name} {shape}, expected a 2-D table of one of "
+                f"{', '.join(t.name for t in _ROW_TYPES)}"
+            )
         return shape
 
     def _check_ids(self) -> None:
         """Every special id, speaker and language inside the table it indexes."""
         v = self.voices
         text = {"tts_pad": v.tts_pad, "tts_bos": v.tts_bos, "tts_eos": v.tts_eos}
-        codec = {k: getattr(v, k) for k in ("codec_pad", "codec_bos", "codec_eos", "codec_think", "codec_nothink",
-                                           "codec_think_bos", "codec_think_eos")}
-        codec |= {f"language {k}": i for k, i in v.languages.items()} | {f"speaker {k}": i for k, i in v.speakers.items()}
+        codec = {
+            k: getattr(v, k)
+            for k in (
+                "codec_pad",
+                "codec_bos",
+                "codec_eos",
+                "codec_think",
+                "codec_nothink",
+                "codec_think_bos",
+                "codec_think_eos",
+            )
+        }
+        codec |= {f"language {k}": i for k, i in v.languages.items()} | {
+            f"speaker {k}": i for k, i in v.speakers.items()
+        }
         for group, limit in ((text, self.text_vocab_size), (codec, self.codec_vocab_size)):
             for key, i in group.items():
                 if type(i) is not int or not 0 <= i < limit:
@@ -121,8 +141,14 @@ class TalkerFile:
     def _list(self, key: str, kind: type, n: int | None = None) -> list:
         """A list key of `kind` elements (empty when absent), `n` long when given."""
         value = self.field(key, [])
-        if not isinstance(value, list) or any(type(x) is not kind for x in value) or (n is not None and len(value) != n):
-            raise GGUFError(f"{self.path}: {key} is not a list of {n if n is not None else 'any number of'} {kind.__name__}")
+        if (
+            not isinstance(value, list)
+            or any(type(x) is not kind for x in value)
+            or (n is not None and len(value) != n)
+        ):
+            raise GGUFError(
+                f"{self.path}: {key} is not a list of {n if n is not None else 'any number of'} {kind.__name__}"
+            )
         return value
 
     def _voices_from_metadata(self) -> VoiceTable:
@@ -131,22 +157,35 @@ class TalkerFile:
         languages = self._list(names.K_LANGUAGES, str)
         speaker_ids = self._list(names.K_SPEAKER_IDS, int, len(speakers))
         language_ids = self._list(names.K_LANGUAGE_IDS, int, len(languages))
-        dialects = dict(zip(speakers, self._list(names.K_SPEAKER_DIALECTS, str, len(speakers) if names.K_SPEAKER_DIALECTS in
-                                                 self.header.kv else None)))
+        dialects = dict(
+            zip(
+                speakers,
+                self._list(
+                    names.K_SPEAKER_DIALECTS, str, len(speakers) if names.K_SPEAKER_DIALECTS in self.header.kv else None
+                ),
+            )
+        )
         model_type = self.field(names.K_MODEL_TYPE)
         size = self.field(names.K_MODEL_SIZE, "")
         if not isinstance(model_type, str) or not isinstance(size, str):
             raise GGUFError(f"{self.path}: {names.K_MODEL_TYPE} and {names.K_MODEL_SIZE} must be strings")
         return VoiceTable(
-            tts_pad=self.field(t + "tts_pad_token_id"), tts_bos=self.field(t + "tts_bos_token_id"),
+            tts_pad=self.field(t + "tts_pad_token_id"),
+            tts_bos=self.field(t + "tts_bos_token_id"),
             tts_eos=self.field(t + "tts_eos_token_id"),
-            codec_pad=self.field(c + "pad_id"), codec_bos=self.field(c + "bos_id"), codec_eos=self.field(c + "eos_token_id"),
-            codec_think=self.field(c + "think_id"), codec_nothink=self.field(c + "nothink_id"),
-            codec_think_bos=self.field(c + "think_bos_id"), codec_think_eos=self.field(c + "think_eos_id"),
-            languages=dict(zip(languages, language_ids)), speakers=dict(zip(speakers, speaker_ids)),
+            codec_pad=self.field(c + "pad_id"),
+            codec_bos=self.field(c + "bos_id"),
+            codec_eos=self.field(c + "eos_token_id"),
+            codec_think=self.field(c + "think_id"),
+            codec_nothink=self.field(c + "nothink_id"),
+            codec_think_bos=self.field(c + "think_bos_id"),
+            codec_think_eos=self.field(c + "think_eos_id"),
+            languages=dict(zip(languages, language_ids)),
+            speakers=dict(zip(speakers, speaker_ids)),
             speaker_dialects={k: v for k, v in dialects.items() if v},
             model_type=model_type,
-            supports_instruct=takes_instruct(model_type, size))
+            supports_instruct=takes_instruct(model_type, size),
+        )
 
     def _voices_from_token_names(self) -> VoiceTable:
         tokens = self._list("tokenizer.ggml.tokens", str)
@@ -158,10 +197,19 @@ class TalkerFile:
         text = {key: index[tok] for key, tok in _TEXT_TOKENS.items()}
 
         def named(prefix: str) -> dict[str, int]:
-            return {tok[len(prefix):-2]: i - self.text_vocab_size for tok, i in index.items()
-                    if tok.startswith(prefix) and tok.endswith("|>") and i >= self.text_vocab_size}
+            return {
+                tok[len(prefix) : -2]: i - self.text_vocab_size
+                for tok, i in index.items()
+                if tok.startswith(prefix) and tok.endswith("|>") and i >= self.text_vocab_size
+            }
 
         speakers = named("<|spk_")
         # llama.cpp's converter keeps only Base models, which take an x-vector and no instruct.
-        return VoiceTable(**text, **codec, languages=named("<|codec_language_"), speakers=speakers,
-                          model_type="custom_voice" if speakers else "base", supports_instruct=False)
+        return VoiceTable(
+            **text,
+            **codec,
+            languages=named("<|codec_language_"),
+            speakers=speakers,
+            model_type="custom_voice" if speakers else "base",
+            supports_instruct=False,
+        )

@@ -48,8 +48,9 @@ def _encode(values: np.ndarray, dtype: str) -> bytes:
     return values.astype("<f4").tobytes()
 
 
-def write_safetensors(path: pathlib.Path, specs: dict, seed: int, dtype: str,
-                      progress: Callable[[str], None] | None = None) -> None:
+def write_safetensors(
+    path: pathlib.Path, specs: dict, seed: int, dtype: str, progress: Callable[[str], None] | None = None
+) -> None:
     """Streams every tensor of `specs` ({name: (shape, Init)}) into a .safetensors file."""
     itemsize = 2 if dtype == "BF16" else 4
     header, offset = {"__metadata__": {"format": "pt"}}, 0
@@ -80,9 +81,14 @@ def _write_json(path: pathlib.Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def make_checkpoint(preset: str, out_dir: pathlib.Path | str, model_type: str = "custom_voice",
-                    seed: int = 0, dtype: str | None = None,
-                    progress: Callable[[str], None] | None = None) -> list[pathlib.Path]:
+def make_checkpoint(
+    preset: str,
+    out_dir: pathlib.Path | str,
+    model_type: str = "custom_voice",
+    seed: int = 0,
+    dtype: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[pathlib.Path]:
     """Writes the checkpoint (in `dtype`, default: the preset's); returns the files written.
     Raises ValueError on bad arguments."""
     config = presets.model_config(preset, model_type)  # validates preset and model type
@@ -104,8 +110,14 @@ def make_checkpoint(preset: str, out_dir: pathlib.Path | str, model_type: str = 
 
 
 REQUIRED_FILES = (
-    "config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json",
-    "vocab.json", "merges.txt", "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors",
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "speech_tokenizer/config.json",
+    "speech_tokenizer/model.safetensors",
     "speech_tokenizer/preprocessor_config.json",
 )
 

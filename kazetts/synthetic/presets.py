@@ -28,13 +28,29 @@ CODEC_IDS = {
     "codec_think_eos_id": 2157,
 }
 LANGUAGE_IDS = {
-    "chinese": 2055, "english": 2050, "german": 2053, "italian": 2070, "portuguese": 2071,
-    "spanish": 2054, "japanese": 2058, "korean": 2064, "french": 2061, "russian": 2069,
-    "beijing_dialect": 2074, "sichuan_dialect": 2062,
+    "chinese": 2055,
+    "english": 2050,
+    "german": 2053,
+    "italian": 2070,
+    "portuguese": 2071,
+    "spanish": 2054,
+    "japanese": 2058,
+    "korean": 2064,
+    "french": 2061,
+    "russian": 2069,
+    "beijing_dialect": 2074,
+    "sichuan_dialect": 2062,
 }
 SPEAKER_IDS = {
-    "serena": 3066, "vivian": 3065, "uncle_fu": 3010, "ryan": 3061, "aiden": 2861,
-    "ono_anna": 2873, "sohee": 2864, "eric": 2875, "dylan": 2878,
+    "serena": 3066,
+    "vivian": 3065,
+    "uncle_fu": 3010,
+    "ryan": 3061,
+    "aiden": 2861,
+    "ono_anna": 2873,
+    "sohee": 2864,
+    "eric": 2875,
+    "dylan": 2878,
 }
 SPEAKER_DIALECTS = {"eric": "sichuan_dialect", "dylan": "beijing_dialect"}
 
@@ -54,11 +70,21 @@ GENERATION_CONFIG = {
 
 def _decoder_lm(hidden, ffn, layers, heads, kv_heads, head_dim, theta, max_pos):
     return {
-        "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
-        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
-        "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": theta,
-        "max_position_embeddings": max_pos, "attention_bias": False, "attention_dropout": 0.0,
-        "initializer_range": 0.02, "use_cache": True, "use_sliding_window": False,
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_theta": theta,
+        "max_position_embeddings": max_pos,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "use_sliding_window": False,
     }
 
 
@@ -66,24 +92,28 @@ def _talker(hidden, ffn, layers, head_dim, text_hidden, cp):
     quarter = head_dim // 2
     # M-RoPE sections over the rotated half-dims, in the published 24:20:20 proportion.
     sections = [quarter - 2 * (quarter * 20 // 64), quarter * 20 // 64, quarter * 20 // 64]
-    talker = _decoder_lm(hidden, ffn, layers, 16 if hidden >= 1024 else 4, 8 if hidden >= 1024 else 2,
-                         head_dim, 1000000, 32768)
-    talker.update({
-        "vocab_size": 3072,
-        "num_code_groups": 16,
-        "text_hidden_size": text_hidden,
-        "text_vocab_size": VOCAB_SIZE_PADDED,
-        "position_id_per_seconds": 13,
-        "rope_scaling": {"rope_type": "default", "mrope_section": sections, "interleaved": True},
-        "code_predictor_config": cp,
-        **CODEC_IDS,
-    })
+    talker = _decoder_lm(
+        hidden, ffn, layers, 16 if hidden >= 1024 else 4, 8 if hidden >= 1024 else 2, head_dim, 1000000, 32768
+    )
+    talker.update(
+        {
+            "vocab_size": 3072,
+            "num_code_groups": 16,
+            "text_hidden_size": text_hidden,
+            "text_vocab_size": VOCAB_SIZE_PADDED,
+            "position_id_per_seconds": 13,
+            "rope_scaling": {"rope_type": "default", "mrope_section": sections, "interleaved": True},
+            "code_predictor_config": cp,
+            **CODEC_IDS,
+        }
+    )
     return talker
 
 
 def _code_predictor(hidden, ffn, layers, head_dim):
-    cp = _decoder_lm(hidden, ffn, layers, 16 if hidden >= 1024 else 4, 8 if hidden >= 1024 else 2,
-                     head_dim, 1000000, 65536)
+    cp = _decoder_lm(
+        hidden, ffn, layers, 16 if hidden >= 1024 else 4, 8 if hidden >= 1024 else 2, head_dim, 1000000, 65536
+    )
     cp.update({"vocab_size": 2048, "num_code_groups": 16, "max_window_layers": layers, "layer_types": None})
     return cp
 
@@ -98,14 +128,28 @@ def _codec(latent, codebook_dim, hidden, ffn, layers, heads, decoder_dim, encode
         "decode_upsample_rate": 1920,
         "encode_downsample_rate": 1920,
         "decoder_config": {
-            "attention_bias": False, "latent_dim": latent, "codebook_dim": codebook_dim,
-            "codebook_size": 2048, "decoder_dim": decoder_dim, "hidden_act": "silu",
-            "hidden_size": hidden, "intermediate_size": ffn, "layer_scale_initial_scale": 0.01,
-            "max_position_embeddings": 8000, "head_dim": 64 if hidden >= 512 else 16,
-            "num_attention_heads": heads, "num_hidden_layers": layers, "num_key_value_heads": heads,
-            "num_quantizers": 16, "num_semantic_quantizers": 1, "rms_norm_eps": 1e-5,
-            "rope_theta": 10000, "semantic_codebook_size": 4096, "sliding_window": 72,
-            "upsample_rates": [8, 5, 4, 3], "upsampling_ratios": [2, 2],
+            "attention_bias": False,
+            "latent_dim": latent,
+            "codebook_dim": codebook_dim,
+            "codebook_size": 2048,
+            "decoder_dim": decoder_dim,
+            "hidden_act": "silu",
+            "hidden_size": hidden,
+            "intermediate_size": ffn,
+            "layer_scale_initial_scale": 0.01,
+            "max_position_embeddings": 8000,
+            "head_dim": 64 if hidden >= 512 else 16,
+            "num_attention_heads": heads,
+            "num_hidden_layers": layers,
+            "num_key_value_heads": heads,
+            "num_quantizers": 16,
+            "num_semantic_quantizers": 1,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000,
+            "semantic_codebook_size": 4096,
+            "sliding_window": 72,
+            "upsample_rates": [8, 5, 4, 3],
+            "upsampling_ratios": [2, 2],
             "vector_quantization_hidden_dimension": codebook_dim,
         },
         "encoder_config": encoder,
@@ -114,26 +158,53 @@ def _codec(latent, codebook_dim, hidden, ffn, layers, heads, decoder_dim, encode
 
 def _mimi_encoder(filters, hidden, layers, heads, head_dim, ffn, codebook_dim):
     return {
-        "_frame_rate": 12.5, "audio_channels": 1, "num_filters": filters, "kernel_size": 7,
-        "residual_kernel_size": 3, "last_kernel_size": 3, "num_residual_layers": 1,
-        "dilation_growth_rate": 2, "compress": 2, "upsampling_ratios": [8, 6, 5, 4],
-        "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-        "num_key_value_heads": heads, "head_dim": head_dim, "intermediate_size": ffn,
-        "hidden_act": "gelu", "norm_eps": 1e-5, "layer_scale_initial_scale": 0.01,
-        "rope_theta": 10000.0, "max_position_embeddings": 8000, "sliding_window": 250,
-        "num_quantizers": 32, "num_semantic_quantizers": 1, "codebook_size": 2048,
-        "codebook_dim": codebook_dim, "vector_quantization_hidden_dimension": codebook_dim,
-        "pad_mode": "constant", "use_causal_conv": True, "use_conv_shortcut": False,
-        "sampling_rate": 24000, "trim_right_ratio": 1.0, "upsample_groups": hidden,
+        "_frame_rate": 12.5,
+        "audio_channels": 1,
+        "num_filters": filters,
+        "kernel_size": 7,
+        "residual_kernel_size": 3,
+        "last_kernel_size": 3,
+        "num_residual_layers": 1,
+        "dilation_growth_rate": 2,
+        "compress": 2,
+        "upsampling_ratios": [8, 6, 5, 4],
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "head_dim": head_dim,
+        "intermediate_size": ffn,
+        "hidden_act": "gelu",
+        "norm_eps": 1e-5,
+        "layer_scale_initial_scale": 0.01,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 8000,
+        "sliding_window": 250,
+        "num_quantizers": 32,
+        "num_semantic_quantizers": 1,
+        "codebook_size": 2048,
+        "codebook_dim": codebook_dim,
+        "vector_quantization_hidden_dimension": codebook_dim,
+        "pad_mode": "constant",
+        "use_causal_conv": True,
+        "use_conv_shortcut": False,
+        "sampling_rate": 24000,
+        "trim_right_ratio": 1.0,
+        "upsample_groups": hidden,
         "use_streaming": False,
     }
 
 
 def _speaker_encoder(enc_dim, channels, attention, se):
     return {
-        "mel_dim": 128, "enc_dim": enc_dim, "enc_channels": channels,
-        "enc_kernel_sizes": [5, 3, 3, 3, 1], "enc_dilations": [1, 2, 3, 4, 1],
-        "enc_attention_channels": attention, "enc_res2net_scale": 8, "enc_se_channels": se,
+        "mel_dim": 128,
+        "enc_dim": enc_dim,
+        "enc_channels": channels,
+        "enc_kernel_sizes": [5, 3, 3, 3, 1],
+        "enc_dilations": [1, 2, 3, 4, 1],
+        "enc_attention_channels": attention,
+        "enc_res2net_scale": 8,
+        "enc_se_channels": se,
         "sample_rate": 24000,
     }
 
@@ -149,6 +220,8 @@ def _without_head_dim(codec: dict, heads: int) -> dict:
     del decoder["head_dim"]
     decoder["num_attention_heads"] = decoder["num_key_value_heads"] = heads
     return codec
+
+
 _REAL_CODEC = _codec(1024, 512, 512, 1024, 8, 16, 1536, _mimi_encoder(64, 512, 8, 8, 64, 2048, 256))
 
 PRESETS = {

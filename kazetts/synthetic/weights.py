@@ -95,8 +95,10 @@ def talker_specs(talker: dict) -> dict:
     _linear(specs, "talker.text_projection.linear_fc1", text_hidden, text_hidden, bias=True)
     _linear(specs, "talker.text_projection.linear_fc2", hidden, text_hidden, bias=True)
     head = _fan_in((talker["vocab_size"], hidden))
-    specs["talker.codec_head.weight"] = ((talker["vocab_size"], hidden),
-                                         Init(head.kind, head.a, head.b, ((talker["codec_eos_token_id"], EOS_ROW_GAIN),)))
+    specs["talker.codec_head.weight"] = (
+        (talker["vocab_size"], hidden),
+        Init(head.kind, head.a, head.b, ((talker["codec_eos_token_id"], EOS_ROW_GAIN),)),
+    )
     cp = talker["code_predictor_config"]
     _qwen3_layers(specs, "talker.code_predictor.model", cp)
     for g in range(cp["num_code_groups"] - 1):
@@ -155,7 +157,11 @@ def codec_decoder_specs(dec: dict) -> dict:
         p = f"decoder.quantizer.{part}"
         _conv(specs, f"{p}.input_proj", half, vq_dim, 1, bias=False)
         _conv(specs, f"{p}.output_proj", vq_dim, half, 1, bias=False)
-        n_layers = dec["num_semantic_quantizers"] if part == "rvq_first" else dec["num_quantizers"] - dec["num_semantic_quantizers"]
+        n_layers = (
+            dec["num_semantic_quantizers"]
+            if part == "rvq_first"
+            else dec["num_quantizers"] - dec["num_semantic_quantizers"]
+        )
         for i in range(n_layers):
             _codebook(specs, f"{p}.vq.layers.{i}._codebook", dec["codebook_size"], half)
     hidden, latent = dec["hidden_size"], dec["latent_dim"]

@@ -34,6 +34,7 @@ _CHUNK_ROWS = 8192
 # safetensors (numpy memmap; F32 / F16 / BF16)
 # ------------------------------------------------------------------------------------------
 
+
 class SafeTensors:
     """Read-only view of one or more .safetensors files; tensors come back as float32 arrays."""
 
@@ -105,10 +106,11 @@ def _open_weights(directory: pathlib.Path, what: str) -> SafeTensors:
 # tensor plan
 # ------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Tensor:
     name: str
-    shape: tuple[int, ...]          # numpy order (ggml order reversed)
+    shape: tuple[int, ...]  # numpy order (ggml order reversed)
     produce: Callable[[], Iterator[np.ndarray]]  # float32 chunks along axis 0
     qtype: object = None
     extra: dict = field(default_factory=dict)
@@ -117,23 +119,25 @@ class _Tensor:
 def _whole(fn: Callable[[], np.ndarray]) -> Callable[[], Iterator[np.ndarray]]:
     def gen():
         yield np.ascontiguousarray(fn(), dtype=np.float32)
+
     return gen
 
 
 def _forced_type(name: str):
     """llama.cpp's Qwen3TTS tensor_force_quant for the mmproj file."""
     import gguf
+
     Q = gguf.GGMLQuantizationType
     if name.endswith(".weight") and (
         name in ("a.gen.wav.pre_conv.weight", "a.gen.wav.dac.entry.weight", "a.gen.wav.dac.post_conv.weight")
         or (".up.blk." in name and name.endswith(".dwconv.weight"))
         or (".dac.blk." in name and (name.endswith(".conv1.weight") or name.endswith(".conv2.weight")))
     ):
-        return Q.F16                     # ggml conv_1d(_dw) kernels
+        return Q.F16  # ggml conv_1d(_dw) kernels
     if name.endswith(".conv.weight") and (".up.blk." in name or ".dac.blk." in name):
-        return Q.F32                     # ConvTranspose1d kernels
+        return Q.F32  # ConvTranspose1d kernels
     if name.startswith("a.gen.code.blk.") and name.endswith(".ffn_down.weight"):
-        return Q.F32                     # CP FFN activations exceed the F16 range
+        return Q.F32  # CP FFN activations exceed the F16 range
     return None
 
 
@@ -143,6 +147,7 @@ def tensor_type(name: str, shape: tuple[int, ...], out_type: str, mmproj: bool):
     conv kernels in F16 even then, which is ~2e-4 off the reference from pre_conv on for an F32
     checkpoint. llama.cpp loads F32 kernels too (ggml_conv_1d / _dw take any kernel type)."""
     import gguf
+
     Q = gguf.GGMLQuantizationType
     if name.startswith(N.ENC + "."):
         return _encoder_type(name, shape, out_type)
@@ -155,7 +160,7 @@ def tensor_type(name: str, shape: tuple[int, ...], out_type: str, mmproj: bool):
         return Q.F32
     qt = {"f32": Q.F32, "f16": Q.F16, "q8_0": Q.Q8_0}[out_type]
     if qt == Q.Q8_0 and shape[-1] % gguf.GGML_QUANT_SIZES[Q.Q8_0][0] != 0:
-        return Q.F16                     # llama.cpp: QuantError -> "falling back to F16"
+        return Q.F16  # llama.cpp: QuantError -> "falling back to F16"
     return qt
 
 
@@ -164,6 +169,7 @@ def _encoder_type(name: str, shape: tuple[int, ...], out_type: str):
     codebooks) and every vector stay F32, so codes are exact; conv / linear weights are F32 in an
     f32 file, F16 otherwise (the encoder runs once per reference recording: no Q8_0)."""
     import gguf
+
     Q = gguf.GGMLQuantizationType
     if len(shape) <= 1 or name.startswith(N.ENC + ".quant.") or out_type == "f32":
         return Q.F32
@@ -177,17 +183,47 @@ def _encoder_type(name: str, shape: tuple[int, ...], out_type: str):
 # What the reference (qwen-tts 0.1.1) uses for an hparam a config omits: the defaults of
 # Qwen3TTSTalkerConfig, Qwen3TTSTalkerCodePredictorConfig and Qwen3TTSTokenizerV2DecoderConfig.
 # The files get the resolved values, so no stage falls back on a guess of its own.
-TALKER_DEFAULTS = {"vocab_size": 3072, "hidden_size": 1024, "intermediate_size": 2048, "num_hidden_layers": 20,
-                   "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
-                   "rms_norm_eps": 1e-6, "num_code_groups": 32, "text_hidden_size": 2048}
-CODE_PREDICTOR_DEFAULTS = {"vocab_size": 2048, "hidden_size": 1024, "intermediate_size": 3072,
-                           "num_hidden_layers": 5, "num_attention_heads": 16, "num_key_value_heads": 8,
-                           "head_dim": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0}
-CODEC_DEFAULTS = {"codebook_size": 2048, "hidden_size": 1024, "latent_dim": 1024, "max_position_embeddings": 8000,
-                  "rope_theta": 10000, "num_attention_heads": 16, "num_key_value_heads": 16, "sliding_window": 72,
-                  "intermediate_size": 3072, "layer_scale_initial_scale": 0.01, "rms_norm_eps": 1e-5,
-                  "num_hidden_layers": 8, "num_quantizers": 16, "upsample_rates": [8, 5, 4, 3],
-                  "upsampling_ratios": [2, 2], "decoder_dim": 1536}
+TALKER_DEFAULTS = {
+    "vocab_size": 3072,
+    "hidden_size": 1024,
+    "intermediate_size": 2048,
+    "num_hidden_layers": 20,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "num_code_groups": 32,
+    "text_hidden_size": 2048,
+}
+CODE_PREDICTOR_DEFAULTS = {
+    "vocab_size": 2048,
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 5,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+}
+CODEC_DEFAULTS = {
+    "codebook_size": 2048,
+    "hidden_size": 1024,
+    "latent_dim": 1024,
+    "max_position_embeddings": 8000,
+    "rope_theta": 10000,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "sliding_window": 72,
+    "intermediate_size": 3072,
+    "layer_scale_initial_scale": 0.01,
+    "rms_norm_eps": 1e-5,
+    "num_hidden_layers": 8,
+    "num_quantizers": 16,
+    "upsample_rates": [8, 5, 4, 3],
+    "upsampling_ratios": [2, 2],
+    "decoder_dim": 1536,
+}
 SPEECH_TOKENIZER_DEFAULTS = {"output_sample_rate": 24000, "decode_upsample_rate": 1920}
 
 
@@ -203,6 +239,7 @@ def codec_config(decoder_config: dict) -> dict:
     wav = with_defaults(decoder_config, CODEC_DEFAULTS)
     wav.setdefault("head_dim", wav["hidden_size"] // wav["num_attention_heads"])
     return wav
+
 
 class _Checkpoint:
     def __init__(self, directory: pathlib.Path):
@@ -254,27 +291,37 @@ class _Checkpoint:
         missing = [n for n in names if n not in st]
         if missing:
             more = f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
-            raise ValueError(f"incomplete checkpoint: {len(missing)} {what} tensor(s) missing, e.g. {missing[:5]}{more}")
+            raise ValueError(
+                f"incomplete checkpoint: {len(missing)} {what} tensor(s) missing, e.g. {missing[:5]}{more}"
+            )
 
 
 # ------------------------------------------------------------------------------------------
 # talker
 # ------------------------------------------------------------------------------------------
 
+
 def _silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-_ACT = {"silu": _silu, "relu": lambda x: np.maximum(x, 0),
-        "gelu": lambda x: 0.5 * x * (1.0 + np.vectorize(__import__("math").erf)(x / np.sqrt(2.0)))}
+_ACT = {
+    "silu": _silu,
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu": lambda x: 0.5 * x * (1.0 + np.vectorize(__import__("math").erf)(x / np.sqrt(2.0))),
+}
 
 
 def _talker_tensors(ck: _Checkpoint) -> list[_Tensor]:
     m, t = ck.model, ck.talker
     n_layer = t["num_hidden_layers"]
-    fold = ["talker.model.text_embedding.weight", "talker.text_projection.linear_fc1.weight",
-            "talker.text_projection.linear_fc1.bias", "talker.text_projection.linear_fc2.weight",
-            "talker.text_projection.linear_fc2.bias"]
+    fold = [
+        "talker.model.text_embedding.weight",
+        "talker.text_projection.linear_fc1.weight",
+        "talker.text_projection.linear_fc1.bias",
+        "talker.text_projection.linear_fc2.weight",
+        "talker.text_projection.linear_fc2.bias",
+    ]
     need = fold + ["talker.model.codec_embedding.weight", "talker.codec_head.weight", "talker.model.norm.weight"]
     need += [f"talker.model.layers.{i}.{k}" for i in range(n_layer) for k in N.TALKER_LAYER]
     ck.require(m, need, "talker")
@@ -295,9 +342,11 @@ def _talker_tensors(ck: _Checkpoint) -> list[_Tensor]:
     def src(name):
         return _whole(lambda: m.get(name))
 
-    out = [_Tensor(N.TOKEN_EMBD, (n_text + n_codec, n_embd), token_embd),
-           _Tensor(N.OUTPUT, tuple(m.shape("talker.codec_head.weight")), src("talker.codec_head.weight")),
-           _Tensor(N.OUTPUT_NORM, tuple(m.shape("talker.model.norm.weight")), src("talker.model.norm.weight"))]
+    out = [
+        _Tensor(N.TOKEN_EMBD, (n_text + n_codec, n_embd), token_embd),
+        _Tensor(N.OUTPUT, tuple(m.shape("talker.codec_head.weight")), src("talker.codec_head.weight")),
+        _Tensor(N.OUTPUT_NORM, tuple(m.shape("talker.model.norm.weight")), src("talker.model.norm.weight")),
+    ]
     for i in range(n_layer):
         for k, v in N.TALKER_LAYER.items():
             hf = f"talker.model.layers.{i}.{k}"
@@ -309,11 +358,12 @@ def _talker_tensors(ck: _Checkpoint) -> list[_Tensor]:
 # mmproj: speaker encoder, code predictor, codec decoder
 # ------------------------------------------------------------------------------------------
 
+
 def _speaker_tensors(ck: _Checkpoint) -> list[_Tensor]:
     m = ck.model
     out = []
     for hf in sorted(k for k in m.keys() if k.startswith("speaker_encoder.")):
-        rest = hf[len("speaker_encoder."):]
+        rest = hf[len("speaker_encoder.") :]
         base, suffix = rest.rsplit(".", 1)
         new = N.SPK_FIXED.get(base)
         if new is None:
@@ -346,14 +396,23 @@ def _code_tensors(ck: _Checkpoint) -> list[_Tensor]:
         def gen():
             for n in names:
                 yield m.get(n)[None]
+
         return gen
 
-    out = [_Tensor(N.CODE_EMBD, (n_groups, *m.shape(embd[0])), stacked(embd)),
-           _Tensor(N.CODE_HEAD, (n_groups, *m.shape(head[0])), stacked(head)),
-           _Tensor(N.CODE_OUT_EMBD, tuple(m.shape("talker.model.codec_embedding.weight")),
-                   _whole(lambda: m.get("talker.model.codec_embedding.weight"))),
-           _Tensor(N.CODE_OUTPUT_NORM, tuple(m.shape("talker.code_predictor.model.norm.weight")),
-                   _whole(lambda: m.get("talker.code_predictor.model.norm.weight")))]
+    out = [
+        _Tensor(N.CODE_EMBD, (n_groups, *m.shape(embd[0])), stacked(embd)),
+        _Tensor(N.CODE_HEAD, (n_groups, *m.shape(head[0])), stacked(head)),
+        _Tensor(
+            N.CODE_OUT_EMBD,
+            tuple(m.shape("talker.model.codec_embedding.weight")),
+            _whole(lambda: m.get("talker.model.codec_embedding.weight")),
+        ),
+        _Tensor(
+            N.CODE_OUTPUT_NORM,
+            tuple(m.shape("talker.code_predictor.model.norm.weight")),
+            _whole(lambda: m.get("talker.code_predictor.model.norm.weight")),
+        ),
+    ]
     for suffix in ("weight", "bias"):
         hf = f"talker.code_predictor.small_to_mtp_projection.{suffix}"
         if hf in m:
@@ -378,7 +437,7 @@ def _wav_tensors(ck: _Checkpoint) -> list[_Tensor]:
     def add(name, hf, fn=None, shape=None):
         if fn is None:
             ck.require(c, [hf], "codec decoder")
-            fn = (lambda hf=hf: c.get(hf))
+            fn = lambda hf=hf: c.get(hf)
             shape = tuple(c.shape(hf))
         out.append(_Tensor(name, tuple(shape), _whole(fn)))
 
@@ -388,7 +447,9 @@ def _wav_tensors(ck: _Checkpoint) -> list[_Tensor]:
         add(name, hf, lambda: c.get(hf).reshape(shape[:-1]), shape[:-1])
 
     def codebook(prefix, i):
-        return _codebook(c, f"{prefix}.vq.layers.{i}._codebook.embedding_sum", f"{prefix}.vq.layers.{i}._codebook.cluster_usage")
+        return _codebook(
+            c, f"{prefix}.vq.layers.{i}._codebook.embedding_sum", f"{prefix}.vq.layers.{i}._codebook.cluster_usage"
+        )
 
     def snake(name, hf_alpha, hf_beta):
         ck.require(c, [hf_alpha, hf_beta], "codec decoder")
@@ -405,9 +466,11 @@ def _wav_tensors(ck: _Checkpoint) -> list[_Tensor]:
         if n == 1:
             add(f"{N.WAV}.quant.{tag}.codebook.weight", None, lambda p=prefix: codebook(p, 0), cb_shape)
         else:
+
             def gen(p=prefix, n=n):
                 for i in range(n):
                     yield codebook(p, i)[None].astype(np.float32)
+
             out.append(_Tensor(f"{N.WAV}.quant.{tag}.codebook.weight", (n, *cb_shape), gen))
 
     add(f"{N.WAV}.pre_conv.weight", "decoder.pre_conv.conv.weight")
@@ -454,7 +517,9 @@ def _encoder_tensors(ck: _Checkpoint) -> list[_Tensor]:
     n_keep = int(ck.st_config.get("encoder_valid_num_quantizers", e["num_quantizers"]))
     n_sem = int(e.get("num_semantic_quantizers", 1))
     if n_sem != 1 or not 1 < n_keep <= e["num_quantizers"]:
-        raise ValueError(f"codec encoder: unsupported quantizers (semantic {n_sem}, kept {n_keep} of {e['num_quantizers']})")
+        raise ValueError(
+            f"codec encoder: unsupported quantizers (semantic {n_sem}, kept {n_keep} of {e['num_quantizers']})"
+        )
     out: list[_Tensor] = []
 
     def add(name, hf, fn=None, shape=None):
@@ -463,9 +528,11 @@ def _encoder_tensors(ck: _Checkpoint) -> list[_Tensor]:
 
     seanet = sorted(k for k in c.keys() if k.startswith("encoder.encoder.layers."))
     if not seanet:
-        raise ValueError("incomplete checkpoint: no codec encoder tensors (encoder.encoder.layers.*) in speech_tokenizer")
+        raise ValueError(
+            "incomplete checkpoint: no codec encoder tensors (encoder.encoder.layers.*) in speech_tokenizer"
+        )
     for hf in seanet:  # encoder.encoder.layers.{i}[.block.{j}].conv.{weight,bias}
-        rest = hf[len("encoder.encoder.layers."):].replace(".conv.", ".")
+        rest = hf[len("encoder.encoder.layers.") :].replace(".conv.", ".")
         add(f"{N.ENC_SEANET}.{rest}", hf)
     add(N.ENC_DOWN, "encoder.downsample.conv.weight")
     for i in range(e["num_hidden_layers"]):
@@ -475,21 +542,32 @@ def _encoder_tensors(ck: _Checkpoint) -> list[_Tensor]:
     def codebook(prefix, i):
         return _codebook(c, f"{prefix}.layers.{i}.codebook.embed_sum", f"{prefix}.layers.{i}.codebook.cluster_usage")
 
-    for part, proj, book, layers in (("semantic", N.ENC_SEM_PROJ, N.ENC_SEM_CODEBOOK, [0]),
-                                     ("acoustic", N.ENC_AC_PROJ, N.ENC_AC_CODEBOOK, list(range(n_keep - 1)))):
+    for part, proj, book, layers in (
+        ("semantic", N.ENC_SEM_PROJ, N.ENC_SEM_CODEBOOK, [0]),
+        ("acoustic", N.ENC_AC_PROJ, N.ENC_AC_CODEBOOK, list(range(n_keep - 1))),
+    ):
         prefix = f"encoder.quantizer.{part}_residual_vector_quantizer"
-        ck.require(c, [f"{prefix}.layers.{i}.codebook.{k}" for i in layers for k in ("embed_sum", "cluster_usage")],
-                   "codec encoder")
+        ck.require(
+            c,
+            [f"{prefix}.layers.{i}.codebook.{k}" for i in layers for k in ("embed_sum", "cluster_usage")],
+            "codec encoder",
+        )
         shape = c.shape(f"{prefix}.input_proj.weight")
-        add(proj, f"{prefix}.input_proj.weight", lambda h=f"{prefix}.input_proj.weight", s=shape: c.get(h).reshape(s[:2]),
-            shape[:2])
+        add(
+            proj,
+            f"{prefix}.input_proj.weight",
+            lambda h=f"{prefix}.input_proj.weight", s=shape: c.get(h).reshape(s[:2]),
+            shape[:2],
+        )
         cb_shape = c.shape(f"{prefix}.layers.0.codebook.embed_sum")
         if part == "semantic":
             out.append(_Tensor(book, tuple(cb_shape), _whole(lambda p=prefix: codebook(p, 0))))
         else:
+
             def gen(p=prefix, layers=layers):
                 for i in layers:
                     yield codebook(p, i)[None].astype(np.float32)
+
             out.append(_Tensor(book, (len(layers), *cb_shape), gen))
     return out
 
@@ -498,9 +576,11 @@ def _encoder_tensors(ck: _Checkpoint) -> list[_Tensor]:
 # metadata
 # ------------------------------------------------------------------------------------------
 
+
 def _token_list(ck: _Checkpoint) -> tuple[list[str], list[int]]:
     """Text vocabulary as llama.cpp's get_vocab_base builds it (AutoTokenizer-free)."""
     import gguf
+
     d = ck.dir
     if (d / "tokenizer.json").is_file():
         tj = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
@@ -551,6 +631,7 @@ def _codec_token_names(talker: dict) -> list[str]:
 
 def _general(w, ck: _Checkpoint, name: str, kind: str, ftype: int):
     import gguf
+
     w.add_type(kind)
     g = ck.generation
     if "top_k" in g:
@@ -596,7 +677,7 @@ def _kazetts_keys(w, ck: _Checkpoint):
         w.add_key_value(N.K_LANGUAGE_IDS, [int(v) for v in langs.values()], _vt().ARRAY, sub_type=_vt().INT32)
     for key, val in t.items():
         if key.startswith("codec_") and key.endswith("_id") and isinstance(val, int):
-            w.add_uint32(N.K_CODEC + key[len("codec_"):], val)   # pad_id, bos_id, eos_token_id, ...
+            w.add_uint32(N.K_CODEC + key[len("codec_") :], val)  # pad_id, bos_id, eos_token_id, ...
     for key in ("im_start_token_id", "im_end_token_id", "tts_pad_token_id", "tts_bos_token_id", "tts_eos_token_id"):
         if key in cfg:
             w.add_uint32(N.K_TEXT + key, int(cfg[key]))
@@ -608,8 +689,15 @@ def _kazetts_keys(w, ck: _Checkpoint):
     if "position_id_per_seconds" in t:
         w.add_uint32(N.K_TALKER + "position_id_per_seconds", int(t["position_id_per_seconds"]))
     cp = ck.cp
-    for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                "num_key_value_heads", "head_dim", "vocab_size"):
+    for key in (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+    ):
         w.add_uint32(N.K_CODE + key, int(cp[key]))
     w.add_float32(N.K_CODE + "rope_theta", float(cp["rope_theta"]))
     w.add_float32(N.K_CODE + "rms_norm_eps", float(cp["rms_norm_eps"]))
@@ -628,6 +716,7 @@ def _kazetts_keys(w, ck: _Checkpoint):
 
 def _vt():
     import gguf
+
     return gguf.GGUFValueType
 
 
@@ -647,6 +736,7 @@ def _numeric_keys(w, prefix: str, d: dict):
 
 def _talker_kv(w, ck: _Checkpoint):
     import gguf
+
     t = ck.talker
     w.add_block_count(t["num_hidden_layers"])
     w.add_context_length(t["max_position_embeddings"])
@@ -715,8 +805,10 @@ def _mmproj_kv(w, ck: _Checkpoint):
 # writer
 # ------------------------------------------------------------------------------------------
 
+
 def _encode(chunk: np.ndarray, qtype) -> np.ndarray:
     import gguf
+
     Q = gguf.GGMLQuantizationType
     if qtype == Q.F32:
         return np.ascontiguousarray(chunk, dtype=np.float32)
@@ -727,14 +819,23 @@ def _encode(chunk: np.ndarray, qtype) -> np.ndarray:
 
 def _nbytes(shape, qtype) -> int:
     import gguf
+
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     n = int(np.prod(shape))
     return n // block * size
 
 
-def _write_file(path: pathlib.Path, arch: str, tensors: list[_Tensor], out_type: str, mmproj: bool,
-                add_kv: Callable, log: Callable[[str], None]) -> None:
+def _write_file(
+    path: pathlib.Path,
+    arch: str,
+    tensors: list[_Tensor],
+    out_type: str,
+    mmproj: bool,
+    add_kv: Callable,
+    log: Callable[[str], None],
+) -> None:
     import gguf
+
     w = gguf.GGUFWriter(path=None, arch=arch)
     for t in tensors:
         t.qtype = tensor_type(t.name, t.shape, out_type, mmproj)
@@ -765,21 +866,30 @@ def _write_file(path: pathlib.Path, arch: str, tensors: list[_Tensor], out_type:
     log(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.time() - t0:.1f} s)")
 
 
-def convert_checkpoint(checkpoint_dir, out_dir, out_type: str = "q8_0", *, name: str | None = None,
-                       verbose: bool = True) -> tuple[pathlib.Path, pathlib.Path]:
+def convert_checkpoint(
+    checkpoint_dir, out_dir, out_type: str = "q8_0", *, name: str | None = None, verbose: bool = True
+) -> tuple[pathlib.Path, pathlib.Path]:
     """Convert a Qwen3-TTS 12 Hz checkpoint; returns (talker_gguf, mmproj_gguf)."""
     import gguf
+
     if out_type not in OUT_TYPES:
         from kazetts.tools.quantize import TYPES
-        hint = (f" ({out_type} files come from `kazetts quantize` of the f32 or f16 files, talker and mmproj)"
-                if out_type in TYPES else "")
+
+        hint = (
+            f" ({out_type} files come from `kazetts quantize` of the f32 or f16 files, talker and mmproj)"
+            if out_type in TYPES
+            else ""
+        )
         raise ValueError(f"unknown output type {out_type!r}: choose one of {', '.join(OUT_TYPES)}{hint}")
     ck = _Checkpoint(pathlib.Path(checkpoint_dir))
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = name or ck.dir.resolve().name
-    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-             "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[out_type]
+    ftype = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[out_type]
 
     def log(msg):
         if verbose:

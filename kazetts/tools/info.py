@@ -23,11 +23,15 @@ def tensor_group(name: str) -> str:
     """The runtime group a tensor belongs to (how it is used decides which types are safe)."""
     if name.startswith(N.CODE_PREFIX + "."):
         if name in (N.CODE_EMBD, N.CODE_OUT_EMBD):
-            return "code predictor tables"        # read row by row on the host
-        if name.endswith("_norm.weight") or name.endswith(".ln1.weight") or name.endswith(".ln2.weight") \
-                or name.endswith(".bias"):
+            return "code predictor tables"  # read row by row on the host
+        if (
+            name.endswith("_norm.weight")
+            or name.endswith(".ln1.weight")
+            or name.endswith(".ln2.weight")
+            or name.endswith(".bias")
+        ):
             return "code predictor norms/biases"
-        return "code predictor matrices"           # blk.*.attn_*/ffn_*, head, proj_in
+        return "code predictor matrices"  # blk.*.attn_*/ffn_*, head, proj_in
     if name.startswith(N.WAV + "."):
         return "codec decoder"
     if name.startswith("a.") or name.startswith("mm.a."):
@@ -54,7 +58,7 @@ def name_pattern(name: str) -> str:
 class FileInfo:
     path: pathlib.Path
     arch: str
-    kind: str                      # talker | mmproj
+    kind: str  # talker | mmproj
     model_type: str = "?"
     size_tag: str = "?"
     file_type: str = "?"
@@ -63,11 +67,11 @@ class FileInfo:
     n_tensors: int = 0
     tensor_bytes: int = 0
     file_bytes: int = 0
-    groups: dict = field(default_factory=OrderedDict)    # group -> Counter(type name -> n tensors)
-    patterns: dict = field(default_factory=dict)         # group -> type name -> Counter(name pattern -> n)
+    groups: dict = field(default_factory=OrderedDict)  # group -> Counter(type name -> n tensors)
+    patterns: dict = field(default_factory=dict)  # group -> type name -> Counter(name pattern -> n)
     group_bytes: dict = field(default_factory=dict)
-    speakers: dict = field(default_factory=dict)         # name -> (codec id, dialect or "")
-    languages: dict = field(default_factory=dict)        # name -> codec id
+    speakers: dict = field(default_factory=dict)  # name -> (codec id, dialect or "")
+    languages: dict = field(default_factory=dict)  # name -> codec id
     metadata_source: str = ""
     notes: list = field(default_factory=list)
 
@@ -78,6 +82,7 @@ def _field(header, key, default=None):
 
 def _file_type_name(value) -> str:
     import gguf
+
     if value is None:
         return "?"
     try:
@@ -103,7 +108,9 @@ def inspect_gguf(path) -> FileInfo:
     elif arch == N.MMPROJ_ARCH:
         kind = "mmproj"
     else:
-        raise ValueError(f"{path}: a {arch!r} GGUF, not a Qwen3-TTS talker ({N.TALKER_ARCH}) or mmproj ({N.MMPROJ_ARCH})")
+        raise ValueError(
+            f"{path}: a {arch!r} GGUF, not a Qwen3-TTS talker ({N.TALKER_ARCH}) or mmproj ({N.MMPROJ_ARCH})"
+        )
     info = FileInfo(path=path, arch=arch, kind=kind, file_bytes=path.stat().st_size)
     info.name = _field(reader, "general.name", "") or ""
     info.file_type = _file_type_name(_field(reader, "general.file_type"))
@@ -125,20 +132,32 @@ def inspect_gguf(path) -> FileInfo:
 
 def _talker_info(info: FileInfo, path, reader) -> None:
     from kazetts.stages.talker_file import TalkerFile
+
     tf = TalkerFile(path)
     v = tf.voices
-    info.metadata_source = "kazetts.* keys" if tf.field(N.K_MODEL_TYPE) is not None else \
-        "token names (no kazetts.* keys: llama.cpp's converter?)"
+    info.metadata_source = (
+        "kazetts.* keys"
+        if tf.field(N.K_MODEL_TYPE) is not None
+        else "token names (no kazetts.* keys: llama.cpp's converter?)"
+    )
     info.model_type = v.model_type
     size = tf.field(N.K_MODEL_SIZE)
     info.size_tag = size or _SIZE_BY_HIDDEN.get(tf.hidden_size, "?")
     a = N.TALKER_ARCH
-    info.sizes.update([("hidden", tf.hidden_size), ("layers", tf.field(f"{a}.block_count", "?")),
-                       ("ffn", tf.field(f"{a}.feed_forward_length", "?")),
-                       ("heads / kv heads", f"{tf.field(f'{a}.attention.head_count', '?')} / "
-                                            f"{tf.field(f'{a}.attention.head_count_kv', '?')}"),
-                       ("text vocab", tf.text_vocab_size), ("codec vocab", tf.codec_vocab_size),
-                       ("context", tf.field(f"{a}.context_length", "?"))])
+    info.sizes.update(
+        [
+            ("hidden", tf.hidden_size),
+            ("layers", tf.field(f"{a}.block_count", "?")),
+            ("ffn", tf.field(f"{a}.feed_forward_length", "?")),
+            (
+                "heads / kv heads",
+                f"{tf.field(f'{a}.attention.head_count', '?')} / {tf.field(f'{a}.attention.head_count_kv', '?')}",
+            ),
+            ("text vocab", tf.text_vocab_size),
+            ("codec vocab", tf.codec_vocab_size),
+            ("context", tf.field(f"{a}.context_length", "?")),
+        ]
+    )
     info.speakers = {s: (i, v.speaker_dialects.get(s, "") or "") for s, i in v.speakers.items()}
     info.languages = dict(v.languages)
 
@@ -152,10 +171,14 @@ def _mmproj_info(info: FileInfo, reader) -> None:
     hidden = _field(reader, "clip.gen.audio.projection_dim")
     info.size_tag = _field(reader, N.K_MODEL_SIZE) or _SIZE_BY_HIDDEN.get(int(hidden) if hidden else 0, "?")
     g = "clip.gen.audio."
-    info.sizes.update([("talker hidden", hidden if hidden is not None else "?"),
-                       ("code predictor hidden", _field(reader, g + "embedding_length", "?")),
-                       ("code predictor layers", _field(reader, g + "block_count", "?")),
-                       ("code predictor ffn", _field(reader, g + "feed_forward_length", "?"))])
+    info.sizes.update(
+        [
+            ("talker hidden", hidden if hidden is not None else "?"),
+            ("code predictor hidden", _field(reader, g + "embedding_length", "?")),
+            ("code predictor layers", _field(reader, g + "block_count", "?")),
+            ("code predictor ffn", _field(reader, g + "feed_forward_length", "?")),
+        ]
+    )
     if N.CODE_EMBD in reader.tensors:
         shape = [int(x) for x in reader.tensors[N.CODE_EMBD][0]]
         if len(shape) >= 3:
@@ -180,8 +203,12 @@ def _mb(n: int) -> str:
 
 
 def format_info(info: FileInfo) -> str:
-    rows = [("file", str(info.path)), ("kind", f"{info.kind} (arch {info.arch})"),
-            ("model type", info.model_type), ("size", info.size_tag)]
+    rows = [
+        ("file", str(info.path)),
+        ("kind", f"{info.kind} (arch {info.arch})"),
+        ("model type", info.model_type),
+        ("size", info.size_tag),
+    ]
     if info.name:
         rows.append(("name", info.name))
     rows.append(("file type", info.file_type))
@@ -197,7 +224,7 @@ def format_info(info: FileInfo) -> str:
         t = ", ".join(f"{name} x{n}" for name, n in sorted(types.items(), key=lambda kv: -kv[1]))
         out.append(f"  {g:<{gw}}  {_mb(info.group_bytes[g]):>10}  {t}")
         for type_name, _ in sorted(types.items(), key=lambda kv: -kv[1])[1:]:  # which tensors are not
-            patterns = info.patterns[g][type_name]                            # in the group's main type
+            patterns = info.patterns[g][type_name]  # in the group's main type
             names = ", ".join(f"{p}" + (f" x{n}" if n > 1 else "") for p, n in sorted(patterns.items()))
             out.append(f"  {'':<{gw}}  {'':>10}    {type_name}: {names}")
     out.append("")
@@ -206,7 +233,9 @@ def format_info(info: FileInfo) -> str:
         for s, (i, d) in sorted(info.speakers.items()):
             out.append((f"  {s:<12} id {i:<5}" + (f" dialect {d}" if d else "")).rstrip())
     else:
-        out.append("speakers: none" + (" (Base: voice cloning from reference audio)" if info.model_type == "base" else ""))
+        out.append(
+            "speakers: none" + (" (Base: voice cloning from reference audio)" if info.model_type == "base" else "")
+        )
     if info.languages:
         langs = ", ".join(f"{k} ({v})" for k, v in sorted(info.languages.items(), key=lambda kv: kv[0]))
         out.append(f"languages ({len(info.languages)}): {langs}")

@@ -33,19 +33,43 @@ from kazetts.gguf.header import GGUFHeader
 from kazetts.tools.info import tensor_group
 
 # --type -> llama.cpp LLAMA_FTYPE_* name (types that need no importance matrix)
-TALKER_FTYPES = OrderedDict([
-    ("f32", "ALL_F32"), ("f16", "MOSTLY_F16"), ("bf16", "MOSTLY_BF16"),
-    ("q8_0", "MOSTLY_Q8_0"), ("q6_k", "MOSTLY_Q6_K"),
-    ("q5_k_m", "MOSTLY_Q5_K_M"), ("q5_k_s", "MOSTLY_Q5_K_S"), ("q5_1", "MOSTLY_Q5_1"), ("q5_0", "MOSTLY_Q5_0"),
-    ("q4_k_m", "MOSTLY_Q4_K_M"), ("q4_k_s", "MOSTLY_Q4_K_S"), ("q4_1", "MOSTLY_Q4_1"), ("q4_0", "MOSTLY_Q4_0"),
-    ("iq4_nl", "MOSTLY_IQ4_NL"), ("iq4_xs", "MOSTLY_IQ4_XS"),
-    ("q3_k_l", "MOSTLY_Q3_K_L"), ("q3_k_m", "MOSTLY_Q3_K_M"), ("q3_k_s", "MOSTLY_Q3_K_S"), ("q2_k", "MOSTLY_Q2_K"),
-])
+TALKER_FTYPES = OrderedDict(
+    [
+        ("f32", "ALL_F32"),
+        ("f16", "MOSTLY_F16"),
+        ("bf16", "MOSTLY_BF16"),
+        ("q8_0", "MOSTLY_Q8_0"),
+        ("q6_k", "MOSTLY_Q6_K"),
+        ("q5_k_m", "MOSTLY_Q5_K_M"),
+        ("q5_k_s", "MOSTLY_Q5_K_S"),
+        ("q5_1", "MOSTLY_Q5_1"),
+        ("q5_0", "MOSTLY_Q5_0"),
+        ("q4_k_m", "MOSTLY_Q4_K_M"),
+        ("q4_k_s", "MOSTLY_Q4_K_S"),
+        ("q4_1", "MOSTLY_Q4_1"),
+        ("q4_0", "MOSTLY_Q4_0"),
+        ("iq4_nl", "MOSTLY_IQ4_NL"),
+        ("iq4_xs", "MOSTLY_IQ4_XS"),
+        ("q3_k_l", "MOSTLY_Q3_K_L"),
+        ("q3_k_m", "MOSTLY_Q3_K_M"),
+        ("q3_k_s", "MOSTLY_Q3_K_S"),
+        ("q2_k", "MOSTLY_Q2_K"),
+    ]
+)
 TYPES = tuple(TALKER_FTYPES)
 
 # --type -> code predictor matrix type in the mmproj (the native code predictor runs F32/F16/Q8_0/Q4_0)
-_MMPROJ_MATRIX = {"f32": "F32", "f16": "F16", "bf16": "F16", "q8_0": "Q8_0", "q6_k": "Q8_0",
-                  "q5_k_m": "Q8_0", "q5_k_s": "Q8_0", "q5_1": "Q8_0", "q5_0": "Q8_0"}
+_MMPROJ_MATRIX = {
+    "f32": "F32",
+    "f16": "F16",
+    "bf16": "F16",
+    "q8_0": "Q8_0",
+    "q6_k": "Q8_0",
+    "q5_k_m": "Q8_0",
+    "q5_k_s": "Q8_0",
+    "q5_1": "Q8_0",
+    "q5_0": "Q8_0",
+}
 _FLOAT_TYPES = ("F32", "F16", "BF16")
 # types the code predictor's matrices may have in a file kazetts writes
 _CP_MATRIX_OK = {"F32", "F16", "BF16", "Q8_0", "Q4_0"}
@@ -68,24 +92,28 @@ def mmproj_matrix_type(type_name: str) -> str:
 class QuantizeResult:
     input: pathlib.Path
     output: pathlib.Path
-    kind: str                                  # talker | mmproj
+    kind: str  # talker | mmproj
     type: str
     seconds: float = 0.0
     in_bytes: int = 0
     out_bytes: int = 0
-    groups: dict = field(default_factory=OrderedDict)        # group -> Counter(type -> n)
-    kept: list = field(default_factory=list)                 # (what, type, reason) lines
-    checks: list = field(default_factory=list)               # validation steps passed
+    groups: dict = field(default_factory=OrderedDict)  # group -> Counter(type -> n)
+    kept: list = field(default_factory=list)  # (what, type, reason) lines
+    checks: list = field(default_factory=list)  # validation steps passed
     notes: list = field(default_factory=list)
 
     def summary(self) -> str:
-        out = [f"{self.input} -> {self.output}",
-               f"  {self.kind}, --type {self.type}: {self.in_bytes / 1e6:.1f} MB -> {self.out_bytes / 1e6:.1f} MB "
-               f"in {self.seconds:.1f} s",
-               "  types per group:"]
+        out = [
+            f"{self.input} -> {self.output}",
+            f"  {self.kind}, --type {self.type}: {self.in_bytes / 1e6:.1f} MB -> {self.out_bytes / 1e6:.1f} MB "
+            f"in {self.seconds:.1f} s",
+            "  types per group:",
+        ]
         w = max([len(g) for g in self.groups] + [5])
         for g, types in self.groups.items():
-            out.append(f"    {g:<{w}}  " + ", ".join(f"{t} x{n}" for t, n in sorted(types.items(), key=lambda kv: -kv[1])))
+            out.append(
+                f"    {g:<{w}}  " + ", ".join(f"{t} x{n}" for t, n in sorted(types.items(), key=lambda kv: -kv[1]))
+            )
         if self.kept:
             out.append("  kept / other types:")
             out += [f"    {what}: {t} ({why})" for what, t, why in self.kept]
@@ -97,8 +125,10 @@ class QuantizeResult:
 
 # ------------------------------------------------------------------------------------------
 
+
 def _reader(path: pathlib.Path):
     import gguf
+
     try:
         return gguf.GGUFReader(path)
     except Exception as e:  # noqa: BLE001
@@ -143,14 +173,17 @@ def _compare_tensors(src, out, what: str) -> None:
     a = {n: [int(x) for x in s] for n, (s, _) in src.tensors.items()}
     b = {n: [int(x) for x in s] for n, (s, _) in out.tensors.items()}
     if set(a) != set(b):
-        raise ValueError(f"{what}: tensors differ: missing {sorted(set(a) - set(b))[:5]}, extra {sorted(set(b) - set(a))[:5]}")
+        raise ValueError(
+            f"{what}: tensors differ: missing {sorted(set(a) - set(b))[:5]}, extra {sorted(set(b) - set(a))[:5]}"
+        )
     bad = [n for n in a if a[n] != b[n]]
     if bad:
         raise ValueError(f"{what}: tensor shapes changed: {bad[:5]}")
 
 
-def _check_same_layout(src: GGUFHeader, tmp: pathlib.Path, arch: str, what: str, res: "QuantizeResult",
-                       kv_label: str) -> GGUFHeader:
+def _check_same_layout(
+    src: GGUFHeader, tmp: pathlib.Path, arch: str, what: str, res: "QuantizeResult", kv_label: str
+) -> GGUFHeader:
     """The quantized file keeps the architecture, every tensor and shape, and all metadata."""
     out = GGUFHeader(tmp)
     if _arch(out) != arch:
@@ -164,6 +197,7 @@ def _check_same_layout(src: GGUFHeader, tmp: pathlib.Path, arch: str, what: str,
 
 def _block_ok(shape, ty) -> bool:
     import gguf
+
     return int(shape[0]) % gguf.GGML_QUANT_SIZES[ty][0] == 0
 
 
@@ -175,11 +209,18 @@ def _groups(header: GGUFHeader) -> dict:
 
 
 def _ensure_requantize_ok(header: GGUFHeader, names_filter, allow: bool, what: str) -> None:
-    quantized = sorted({ty.name for name, (shape, ty) in header.tensors.items()
-                        if names_filter(name, shape) and ty.name not in _FLOAT_TYPES})
+    quantized = sorted(
+        {
+            ty.name
+            for name, (shape, ty) in header.tensors.items()
+            if names_filter(name, shape) and ty.name not in _FLOAT_TYPES
+        }
+    )
     if quantized and not allow:
-        raise ValueError(f"{what} is already quantized ({', '.join(quantized)}): requantizing loses precision twice. "
-                         f"Quantize from an f16/f32 file (`kazetts convert --type f16`) or pass --allow-requantize")
+        raise ValueError(
+            f"{what} is already quantized ({', '.join(quantized)}): requantizing loses precision twice. "
+            f"Quantize from an f16/f32 file (`kazetts convert --type f16`) or pass --allow-requantize"
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -202,8 +243,9 @@ _LOG_CB = None
 def _llama_log_capture():
     global _LOG_CB
     import llama_cpp
+
     if _LOG_CB is None:
-        _LOG_CB = llama_cpp.llama_log_callback(_capture_log)   # kept alive for the process' lifetime
+        _LOG_CB = llama_cpp.llama_log_callback(_capture_log)  # kept alive for the process' lifetime
     llama_cpp.llama_log_set(_LOG_CB, ctypes.c_void_p())
 
 
@@ -211,8 +253,15 @@ def _is_matrix(shape) -> bool:
     return len(shape) >= 2 and int(shape[1]) > 1
 
 
-def _quantize_talker(src: pathlib.Path, tmp: pathlib.Path, type_name: str, nthread: int, allow_requantize: bool,
-                     res: QuantizeResult, reader) -> None:
+def _quantize_talker(
+    src: pathlib.Path,
+    tmp: pathlib.Path,
+    type_name: str,
+    nthread: int,
+    allow_requantize: bool,
+    res: QuantizeResult,
+    reader,
+) -> None:
     import gguf
     import llama_cpp
 
@@ -229,7 +278,9 @@ def _quantize_talker(src: pathlib.Path, tmp: pathlib.Path, type_name: str, nthre
     log = "".join(_LOG_LINES)
     if rc != 0:
         errors = [ln for ln in log.splitlines() if "error" in ln.lower() or "failed" in ln.lower()]
-        raise ValueError(f"llama.cpp could not quantize {src} to {type_name}: " + ("; ".join(errors[-3:]) or f"status {rc}"))
+        raise ValueError(
+            f"llama.cpp could not quantize {src} to {type_name}: " + ("; ".join(errors[-3:]) or f"status {rc}")
+        )
     res.notes += [ln.strip() for ln in log.splitlines() if "fallback" in ln.lower()][:20]
 
     what = f"quantized talker {tmp}"
@@ -252,7 +303,9 @@ def _quantize_talker(src: pathlib.Path, tmp: pathlib.Path, type_name: str, nthre
     res.checks.append("llama.cpp loads it")
 
     res.groups = _groups(out)
-    main = Counter(ty.name for name, (_, ty) in out.tensors.items() if tensor_group(name) == "talker blocks").most_common(1)
+    main = Counter(
+        ty.name for name, (_, ty) in out.tensors.items() if tensor_group(name) == "talker blocks"
+    ).most_common(1)
     main_type = main[0][0] if main else None
     by: dict[tuple[str, str], list[str]] = {}
     for name, (shape, qt) in out.tensors.items():
@@ -273,10 +326,11 @@ def _quantize_talker(src: pathlib.Path, tmp: pathlib.Path, type_name: str, nthre
 
 def _llama_load_check(path: pathlib.Path, what: str) -> None:
     import llama_cpp
+
     _llama_log_capture()
     mp = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_extra_bufts = False       # a loading check: no repacking (AMX crashes here, see kazetts.stages.talker)
+    mp.use_extra_bufts = False  # a loading check: no repacking (AMX crashes here, see kazetts.stages.talker)
     mp.use_mmap = True
     model = llama_cpp.llama_model_load_from_file(os.fsencode(str(path)), mp)
     if not model:
@@ -289,8 +343,10 @@ def _llama_load_check(path: pathlib.Path, what: str) -> None:
 # mmproj: gguf reader/writer
 # ------------------------------------------------------------------------------------------
 
+
 def _copy_kv(reader, writer, file_type: int) -> None:
     import gguf
+
     VT = gguf.GGUFValueType
     for name, f in reader.fields.items():
         if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
@@ -311,6 +367,7 @@ def _copy_kv(reader, writer, file_type: int) -> None:
 def _float_array(t) -> np.ndarray:
     import gguf
     from gguf.quants import dequantize
+
     ty = t.tensor_type
     if ty == gguf.GGMLQuantizationType.F32:
         return np.asarray(t.data, dtype=np.float32)
@@ -322,6 +379,7 @@ def _float_array(t) -> np.ndarray:
 def _mmproj_plan(reader, type_name: str) -> list[tuple[object, object, str]]:
     """(tensor, output type, reason when not the requested type) for every tensor."""
     import gguf
+
     Q = gguf.GGMLQuantizationType
     want = Q[mmproj_matrix_type(type_name)]
     plan = []
@@ -341,19 +399,32 @@ def _mmproj_plan(reader, type_name: str) -> list[tuple[object, object, str]]:
     return plan
 
 
-def _quantize_mmproj(src: pathlib.Path, tmp: pathlib.Path, type_name: str, allow_requantize: bool,
-                     res: QuantizeResult, header: GGUFHeader) -> None:
+def _quantize_mmproj(
+    src: pathlib.Path,
+    tmp: pathlib.Path,
+    type_name: str,
+    allow_requantize: bool,
+    res: QuantizeResult,
+    header: GGUFHeader,
+) -> None:
     import gguf
+
     reader = _reader(src)
     plan = _mmproj_plan(reader, type_name)
     changing = {t.name for t, target, _ in plan if target != t.tensor_type}
     _ensure_requantize_ok(header, lambda name, shape: name in changing, allow_requantize, f"{src} (code predictor)")
     want = mmproj_matrix_type(type_name)
     if want != type_name.upper():
-        res.notes.append(f"mmproj: --type {type_name} applies to the talker; the code predictor's matrices get {want} "
-                         f"(the native code predictor runs F32/F16/Q8_0/Q4_0)")
-    file_type = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
-                 "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[want]
+        res.notes.append(
+            f"mmproj: --type {type_name} applies to the talker; the code predictor's matrices get {want} "
+            f"(the native code predictor runs F32/F16/Q8_0/Q4_0)"
+        )
+    file_type = {
+        "F32": gguf.LlamaFileType.ALL_F32,
+        "F16": gguf.LlamaFileType.MOSTLY_F16,
+        "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+    }[want]
 
     w = gguf.GGUFWriter(path=None, arch=N.MMPROJ_ARCH)
     if reader.alignment != gguf.GGUF_DEFAULT_ALIGNMENT:
@@ -404,8 +475,10 @@ def _quantize_mmproj(src: pathlib.Path, tmp: pathlib.Path, type_name: str, allow
 
 # ------------------------------------------------------------------------------------------
 
-def quantize_file(src, dst, type_name: str, *, nthread: int | None = None,
-                  allow_requantize: bool = False) -> QuantizeResult:
+
+def quantize_file(
+    src, dst, type_name: str, *, nthread: int | None = None, allow_requantize: bool = False
+) -> QuantizeResult:
     """Quantizes a talker or mmproj GGUF to ``type_name``; returns what was written."""
     type_name = str(type_name).lower()
     if type_name not in TALKER_FTYPES:
@@ -420,7 +493,9 @@ def quantize_file(src, dst, type_name: str, *, nthread: int | None = None,
         if not any(name.startswith(N.CODE_PREFIX + ".") for name in reader.tensors):
             raise ValueError(f"{src}: a clip GGUF without a Qwen3-TTS code predictor ({N.CODE_PREFIX}.*)")
     else:
-        raise ValueError(f"{src}: a {arch!r} GGUF, not a Qwen3-TTS talker ({N.TALKER_ARCH}) or mmproj ({N.MMPROJ_ARCH})")
+        raise ValueError(
+            f"{src}: a {arch!r} GGUF, not a Qwen3-TTS talker ({N.TALKER_ARCH}) or mmproj ({N.MMPROJ_ARCH})"
+        )
     res = QuantizeResult(input=src, output=dst, kind=kind, type=type_name, in_bytes=src.stat().st_size)
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)  # as `kazetts convert -o` does

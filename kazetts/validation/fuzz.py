@@ -47,8 +47,27 @@ TARGETS = {"mmproj": ("header", "code_predictor", "codec"), "talker": ("talker",
 SEED_WEIGHTS = (3, 1, 1)  # a talker input costs ~10 mmproj inputs (llama.cpp builds a 155k-token vocabulary)
 INPUT_TIMEOUT = 120.0  # seconds for one input through all of its readers
 
-HOSTILE_U64 = [0, 1, 2, 3, 4, 7, 8, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 1 << 32, 1 << 40,
-               (1 << 62), (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+HOSTILE_U64 = [
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    0x7F,
+    0xFF,
+    0xFFFF,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+    1 << 32,
+    1 << 40,
+    (1 << 62),
+    (1 << 63) - 1,
+    1 << 63,
+    (1 << 64) - 1,
+]
 HOSTILE_U32 = [0, 1, 2, 3, 4, 5, 12, 13, 31, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
 HOSTILE_F32 = [0.0, -0.0, -1.0, 1e-30, 1e30, 3e38, float("inf"), float("-inf"), float("nan")]
 # ggml types to retype tensors to (F32, F16, Q4_0, Q8_0, Q4_K, Q6_K, I8, I32, BF16) and ids ggml lacks
@@ -59,6 +78,7 @@ BAD_TYPES = [4, 5, 31, 39, 40, 1000, 0xFFFFFFFF]
 # ---------------------------------------------------------------------------------------------
 # mutations
 # ---------------------------------------------------------------------------------------------
+
 
 class Mutator:
     """Structure-aware mutations of one seed file. Each returns (description, file bytes)."""
@@ -72,9 +92,20 @@ class Mutator:
         return self.layout.copy()
 
     def mutate(self) -> tuple[str, bytes]:
-        ops = [(self.truncate, 2), (self.flip, 3), (self.count, 4), (self.kv_value, 4), (self.kv_retype, 1),
-               (self.drop, 1), (self.duplicate, 1), (self.retype_raw, 1), (self.retype, 2), (self.reshape, 4),
-               (self.swap, 2), (self.token, 1 if self._token_places() else 0)]
+        ops = [
+            (self.truncate, 2),
+            (self.flip, 3),
+            (self.count, 4),
+            (self.kv_value, 4),
+            (self.kv_retype, 1),
+            (self.drop, 1),
+            (self.duplicate, 1),
+            (self.retype_raw, 1),
+            (self.retype, 2),
+            (self.reshape, 4),
+            (self.swap, 2),
+            (self.token, 1 if self._token_places() else 0),
+        ]
         op = self.rng.choices([o for o, _ in ops], weights=[w for _, w in ops])[0]
         return op()
 
@@ -98,7 +129,7 @@ class Mutator:
         n = self.rng.choice(sorted(self._token_places()))
         src, dst = self.rng.sample(self._token_places()[n], 2)
         b = bytearray(self.data)
-        b[dst:dst + n] = self.data[src:src + n]
+        b[dst : dst + n] = self.data[src : src + n]
         return f"token at {dst} made equal to the one at {src}", bytes(b)
 
     def truncate_at(self, cut: int) -> tuple[str, bytes]:
@@ -134,18 +165,26 @@ class Mutator:
         if kv.type == STRING:
             fields.append((f"string length of {kv.key}", kv.value_pos, "<Q"))
         if kv.type == ARRAY:
-            fields += [(f"element type of {kv.key}", kv.value_pos, "<I"), (f"count of {kv.key}", kv.value_pos + 4, "<Q")]
+            fields += [
+                (f"element type of {kv.key}", kv.value_pos, "<I"),
+                (f"count of {kv.key}", kv.value_pos + 4, "<Q"),
+            ]
         t = r.choice(L.tensors)
         n = len(t.dims)
-        fields += [(f"name length of {t.name}", t.start, "<Q"), (f"n_dims of {t.name}", t.dims_pos, "<I"),
-                   (f"type of {t.name}", t.end - 12, "<I"), (f"offset of {t.name}", t.end - 8, "<Q")]
+        fields += [
+            (f"name length of {t.name}", t.start, "<Q"),
+            (f"n_dims of {t.name}", t.dims_pos, "<I"),
+            (f"type of {t.name}", t.end - 12, "<I"),
+            (f"offset of {t.name}", t.end - 8, "<Q"),
+        ]
         fields += [(f"dim {i} of {t.name}", t.dims_pos + 4 + 8 * i, "<Q") for i in range(n)]
         what, pos, fmt = r.choice(fields)
         old = struct.unpack_from(fmt, self.data, pos)[0]
         pool = HOSTILE_U64 if fmt == "<Q" else HOSTILE_U32
         limit = (1 << (8 * struct.calcsize(fmt))) - 1
-        value = r.choice(pool + [max(0, old - 1), min(limit, old + 1), min(limit, old * 2), old // 2,
-                                 min(limit, len(self.data))])
+        value = r.choice(
+            pool + [max(0, old - 1), min(limit, old + 1), min(limit, old * 2), old // 2, min(limit, len(self.data))]
+        )
         return f"{what}: {old} -> {value}", self._patch(pos, fmt, value)
 
     def kv_value(self):
@@ -170,10 +209,20 @@ class Mutator:
     def kv_retype(self):
         """A key with a value of another type (a string for a number, an array for a scalar ...)."""
         L, r = self.fresh(), self.rng
-        kv = r.choice([kv for kv in L.kvs if kv.key.startswith(("kazetts.", "qwen3tts.", "general.", "tokenizer.ggml.e"))]
-                      or L.kvs)
-        choice = r.choice([(STRING, "x"), (FLOAT32, 0.5), (UINT32, 0), (ARRAY, (UINT32, [1, 2])), (ARRAY, (STRING, [])),
-                           (ARRAY, (FLOAT32, [0.5] * 3))])
+        kv = r.choice(
+            [kv for kv in L.kvs if kv.key.startswith(("kazetts.", "qwen3tts.", "general.", "tokenizer.ggml.e"))]
+            or L.kvs
+        )
+        choice = r.choice(
+            [
+                (STRING, "x"),
+                (FLOAT32, 0.5),
+                (UINT32, 0),
+                (ARRAY, (UINT32, [1, 2])),
+                (ARRAY, (STRING, [])),
+                (ARRAY, (FLOAT32, [0.5] * 3)),
+            ]
+        )
         L.set_kv(kv.key, *choice)
         return f"{kv.key} retyped to {choice}", L.to_bytes()
 
@@ -263,10 +312,12 @@ class Mutator:
 # the worker: runs readers on one file at a time
 # ---------------------------------------------------------------------------------------------
 
+
 def _expected(target: str, e: BaseException, path: pathlib.Path) -> bool:
     """Whether an exception is a reader's documented rejection of a bad file."""
     from kazetts.gguf.header import GGUFError
     from kazetts.native import NativeError
+
     if target == "voice":  # Voice.load's rejections are ValueErrors naming the file (not numpy's own)
         return isinstance(e, ValueError) and str(path) in str(e)
     if isinstance(e, NativeError):
@@ -278,27 +329,34 @@ def _expected(target: str, e: BaseException, path: pathlib.Path) -> bool:
 def _run_target(target: str, path: pathlib.Path) -> None:
     if target == "header":
         from kazetts.gguf.header import GGUFHeader
+
         GGUFHeader(path)
     elif target == "code_predictor":
         from kazetts.stages.code_predictor import CodePredictor
+
         with CodePredictor(path, threads=1) as cp:
             codes = cp.predict(np.zeros(cp.n_embd_in, np.float32), 0)[0]
             cp.embed_codes([0, *codes])
     elif target == "codec":
         from kazetts.stages.codec import CodecDecoder
+
         with CodecDecoder(path, threads=1) as dec:
             codes = np.stack([np.arange(3) % s for s in dec.codebook_sizes], axis=1)
             dec.decode(codes)
             dec.stream(codes[:1])
     elif target == "voice":
         from kazetts.engine.voice import Voice
+
         Voice.load(path)
     elif target == "talker":
         from kazetts.stages.talker import Talker
+
         talker = Talker(path, threads=1, n_ctx=16, n_batch=4)
         try:
             v = talker.file.voices
-            rows = talker.file.text([v.tts_pad, v.tts_bos, v.tts_eos]) + talker.file.codec([v.codec_pad, v.codec_bos, v.codec_eos])
+            rows = talker.file.text([v.tts_pad, v.tts_bos, v.tts_eos]) + talker.file.codec(
+                [v.codec_pad, v.codec_bos, v.codec_eos]
+            )
             talker.step(rows[:2])
         finally:
             talker.close()
@@ -307,7 +365,9 @@ def _run_target(target: str, path: pathlib.Path) -> None:
 
 
 def _signature(target: str, e: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if "kazetts" in f.filename] or traceback.extract_tb(e.__traceback__)
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "kazetts" in f.filename] or traceback.extract_tb(
+        e.__traceback__
+    )
     where = f"{pathlib.Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
     return f"{target}: {type(e).__name__} at {where}"
 
@@ -330,8 +390,14 @@ def worker() -> None:
                 if _expected(target, e, path) and message.strip():
                     results.append({"target": target, "outcome": "rejected", "message": message.splitlines()[0]})
                 else:
-                    results.append({"target": target, "outcome": "failure", "signature": _signature(target, e),
-                                    "message": "".join(traceback.format_exception(e))[-3000:]})
+                    results.append(
+                        {
+                            "target": target,
+                            "outcome": "failure",
+                            "signature": _signature(target, e),
+                            "message": "".join(traceback.format_exception(e))[-3000:],
+                        }
+                    )
         out.write(json.dumps(results) + "\n")
         out.flush()
 
@@ -367,8 +433,13 @@ class Worker:
     def __init__(self, work: pathlib.Path, command: list[str] | None = None):
         self.log = open(work / "worker.stderr", "w+b")
         env = dict(os.environ, GGML_NO_BACKTRACE="1")  # ggml would attach gdb to an aborting process
-        self.proc = subprocess.Popen(command or [sys.executable, "-m", "kazetts.validation.fuzz", "--worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.proc = subprocess.Popen(
+            command or [sys.executable, "-m", "kazetts.validation.fuzz", "--worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+        )
 
     def run(self, path: pathlib.Path, targets) -> tuple[list | None, str, bool]:
         """(verdicts, "", False), or (None, this input's stderr, hung) when the worker died or hung."""
@@ -402,12 +473,17 @@ def make_seeds(out: pathlib.Path) -> dict[str, pathlib.Path]:
     from kazetts.engine.voice import ModelFingerprint, Voice
     from kazetts.synthetic.checkpoint import make_checkpoint
     from kazetts.tools.convert import convert_checkpoint
+
     make_checkpoint("tiny", seeds / "checkpoint", "custom_voice", 0)
     talker, mmproj = convert_checkpoint(seeds / "checkpoint", seeds, "f32", name="tiny", verbose=False)
     rng = np.random.default_rng(0)  # a voice with every part: x-vector, reference codes and text
-    voice = Voice(x_vector=rng.standard_normal(64).astype(np.float32), model=ModelFingerprint("base", 64, "0" * 64),
-                  ref_text="A reference sentence.", ref_codes=rng.integers(0, 2048, (6, 16), dtype=np.int32),
-                  ref_seconds=0.5)
+    voice = Voice(
+        x_vector=rng.standard_normal(64).astype(np.float32),
+        model=ModelFingerprint("base", 64, "0" * 64),
+        ref_text="A reference sentence.",
+        ref_codes=rng.integers(0, 2048, (6, 16), dtype=np.int32),
+        ref_seconds=0.5,
+    )
     return {"talker": talker, "mmproj": mmproj, "voice": voice.save(seeds / "tiny-voice-f32.gguf")}
 
 
@@ -415,7 +491,7 @@ def make_seeds(out: pathlib.Path) -> dict[str, pathlib.Path]:
 class Failure:
     signature: str
     count: int
-    example: str      # the mutation that first showed it
+    example: str  # the mutation that first showed it
     saved: pathlib.Path
 
 
@@ -456,12 +532,29 @@ def campaign(seconds: float, seed: int, out: pathlib.Path, log=_log) -> dict:
             if results is None:
                 current = re.findall(r"\[fuzz\] target (\w+)", stderr)
                 target = current[-1] if current else "?"
-                results = [{"target": target, "outcome": "failure", "message": stderr[-6000:],
-                            "signature": crash_signature(target, stderr, None if hung else worker_proc.proc.returncode)}]
+                results = [
+                    {
+                        "target": target,
+                        "outcome": "failure",
+                        "message": stderr[-6000:],
+                        "signature": crash_signature(target, stderr, None if hung else worker_proc.proc.returncode),
+                    }
+                ]
                 worker_proc.close()
                 worker_proc = Worker(work)
-            journal.write(json.dumps({"seed_file": kind, "mutation": what, "results": [
-                {k: v for k, v in res.items() if k != "message" or res["outcome"] == "rejected"} for res in results]}) + "\n")
+            journal.write(
+                json.dumps(
+                    {
+                        "seed_file": kind,
+                        "mutation": what,
+                        "results": [
+                            {k: v for k, v in res.items() if k != "message" or res["outcome"] == "rejected"}
+                            for res in results
+                        ],
+                    }
+                )
+                + "\n"
+            )
             for res in results:
                 outcomes.setdefault(res["target"], {}).setdefault(res["outcome"], 0)
                 outcomes[res["target"]][res["outcome"]] += 1
@@ -477,12 +570,19 @@ def campaign(seconds: float, seed: int, out: pathlib.Path, log=_log) -> dict:
                     log(f"[fuzz] NEW FAILURE {sig}\n       mutation: {what}\n       input: {saved}")
                 failures[sig].count += 1
             if inputs % 100 == 0:
-                log(f"[fuzz] {inputs} inputs, {len(failures)} distinct failures, {deadline - time.monotonic():.0f} s left")
+                log(
+                    f"[fuzz] {inputs} inputs, {len(failures)} distinct failures, {deadline - time.monotonic():.0f} s left"
+                )
     finally:
         worker_proc.close()
         journal.close()
-    return {"inputs": inputs, "seed": seed, "seconds": seconds, "outcomes": outcomes,
-            "failures": [dataclasses.asdict(f) | {"saved": str(f.saved)} for f in failures.values()]}
+    return {
+        "inputs": inputs,
+        "seed": seed,
+        "seconds": seconds,
+        "outcomes": outcomes,
+        "failures": [dataclasses.asdict(f) | {"saved": str(f.saved)} for f in failures.values()],
+    }
 
 
 def main(argv=None) -> int:
@@ -506,7 +606,9 @@ def main(argv=None) -> int:
         print(f"[fuzz]   {target:15s} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"[fuzz] {len(report['failures'])} distinct failures")
     for f in report["failures"]:
-        print(f"[fuzz]   {f['count']:5d} x {f['signature']}\n           first: {f['example']}\n           input: {f['saved']}")
+        print(
+            f"[fuzz]   {f['count']:5d} x {f['signature']}\n           first: {f['example']}\n           input: {f['saved']}"
+        )
     return 1 if report["failures"] else 0
 
 

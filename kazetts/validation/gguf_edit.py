@@ -25,8 +25,8 @@ DEFAULT_ALIGNMENT = 32
 class KV:
     key: str
     type: int
-    raw: bytes          # the value's bytes as stored (after the type field)
-    start: int = -1     # byte range of the whole entry in the parsed file (-1: edited)
+    raw: bytes  # the value's bytes as stored (after the type field)
+    start: int = -1  # byte range of the whole entry in the parsed file (-1: edited)
     end: int = -1
     value_pos: int = -1  # where the value (or the array's element type) starts
 
@@ -37,13 +37,13 @@ class KV:
 @dataclasses.dataclass
 class Tensor:
     name: str
-    dims: list[int]      # ggml order (ne0 first)
+    dims: list[int]  # ggml order (ne0 first)
     type: int
     data: bytes | memoryview
-    start: int = -1      # byte range of the tensor info in the parsed file
+    start: int = -1  # byte range of the tensor info in the parsed file
     end: int = -1
-    dims_pos: int = -1   # where n_dims is stored
-    data_pos: int = -1   # where its data starts in the parsed file
+    dims_pos: int = -1  # where n_dims is stored
+    data_pos: int = -1  # where its data starts in the parsed file
 
 
 def string_bytes(s: str | bytes) -> bytes:
@@ -63,6 +63,7 @@ def array_bytes(type_id: int, values) -> bytes:
 
 def tensor_nbytes(dims, type_id: int) -> int:
     import gguf
+
     block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(type_id)]
     return int(np.prod(dims, dtype=object)) // block * size
 
@@ -109,7 +110,7 @@ class GGUFLayout:
         kvs = []
         for _ in range(n_kv):
             start = pos
-            key = bytes(buf[pos + 8:pos + 8 + struct.unpack_from("<Q", buf, pos)[0]]).decode()
+            key = bytes(buf[pos + 8 : pos + 8 + struct.unpack_from("<Q", buf, pos)[0]]).decode()
             pos += 8 + len(key.encode())
             t = take("<I")
             value_pos = pos
@@ -119,7 +120,7 @@ class GGUFLayout:
         for _ in range(n_tensors):
             start = pos
             n = struct.unpack_from("<Q", buf, pos)[0]
-            name = bytes(buf[pos + 8:pos + 8 + n]).decode()
+            name = bytes(buf[pos + 8 : pos + 8 + n]).decode()
             pos += 8 + n
             dims_pos = pos
             dims = [take("<Q") for _ in range(take("<I"))]
@@ -130,7 +131,7 @@ class GGUFLayout:
         layout.data_start = (pos + align - 1) // align * align
         for t in tensors:
             t.data_pos += layout.data_start
-            t.data = buf[t.data_pos:t.data_pos + tensor_nbytes(t.dims, t.type)]
+            t.data = buf[t.data_pos : t.data_pos + tensor_nbytes(t.dims, t.type)]
         return layout
 
     @classmethod
@@ -159,8 +160,11 @@ class GGUFLayout:
     # -- editing --------------------------------------------------------------------------------
     def copy(self) -> "GGUFLayout":
         """An independent copy of the fields (tensor data are shared until replaced)."""
-        return dataclasses.replace(self, kvs=[dataclasses.replace(kv) for kv in self.kvs],
-                                   tensors=[dataclasses.replace(t, dims=list(t.dims)) for t in self.tensors])
+        return dataclasses.replace(
+            self,
+            kvs=[dataclasses.replace(kv) for kv in self.kvs],
+            tensors=[dataclasses.replace(t, dims=list(t.dims)) for t in self.tensors],
+        )
 
     def kv(self, key: str) -> KV:
         return next(kv for kv in self.kvs if kv.key == key)
@@ -198,7 +202,7 @@ class GGUFLayout:
         (e.g. more layers)."""
         block = [t for t in self.tensors if t.name.startswith(prefix)]
         for new in new_prefixes:
-            self.tensors += [dataclasses.replace(t, name=new + t.name[len(prefix):], dims=list(t.dims)) for t in block]
+            self.tensors += [dataclasses.replace(t, name=new + t.name[len(prefix) :], dims=list(t.dims)) for t in block]
 
     # -- writing --------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -208,8 +212,12 @@ class GGUFLayout:
             out += [string_bytes(kv.key), struct.pack("<I", kv.type), kv.raw]
         offset, pad = 0, lambda n: (n + align - 1) // align * align
         for t in self.tensors:
-            out += [string_bytes(t.name), struct.pack("<I", len(t.dims)), struct.pack(f"<{len(t.dims)}Q", *t.dims),
-                    struct.pack("<IQ", t.type, offset)]
+            out += [
+                string_bytes(t.name),
+                struct.pack("<I", len(t.dims)),
+                struct.pack(f"<{len(t.dims)}Q", *t.dims),
+                struct.pack("<IQ", t.type, offset),
+            ]
             offset += pad(len(t.data))
         head = b"".join(out)
         body = [head, bytes(pad(len(head)) - len(head))]

@@ -64,13 +64,20 @@ class Recording:
 
 
 RECORDINGS = {
-    "en_24k": Recording("ref_en_24k.wav", 24000, "The quick brown fox jumps over the lazy dog near the bank of the river."),
-    "en_16k": Recording("ref_en_16k.wav", 16000, "Please call Stella and ask her to bring these things with her from the store."),
-    "en_long_22k": Recording("ref_en_long_22k.flac", 22050,
-                             "When the sunlight strikes raindrops in the air, they act as a prism and form a rainbow. "
-                             "The rainbow is a division of white light into many beautiful colors. These take the "
-                             "shape of a long round arch, with its path high above, and its two ends apparently "
-                             "beyond the horizon."),
+    "en_24k": Recording(
+        "ref_en_24k.wav", 24000, "The quick brown fox jumps over the lazy dog near the bank of the river."
+    ),
+    "en_16k": Recording(
+        "ref_en_16k.wav", 16000, "Please call Stella and ask her to bring these things with her from the store."
+    ),
+    "en_long_22k": Recording(
+        "ref_en_long_22k.flac",
+        22050,
+        "When the sunlight strikes raindrops in the air, they act as a prism and form a rainbow. "
+        "The rainbow is a division of white light into many beautiful colors. These take the "
+        "shape of a long round arch, with its path high above, and its two ends apparently "
+        "beyond the horizon.",
+    ),
 }
 
 
@@ -101,57 +108,124 @@ class Case:
 
 
 CASES = [
-    Case("cv_english_nonstream", "Hello world, this is the talker speaking.", "english",
-         speaker="vivian", non_streaming=True),
+    Case(
+        "cv_english_nonstream",
+        "Hello world, this is the talker speaking.",
+        "english",
+        speaker="vivian",
+        non_streaming=True,
+    ),
     Case("cv_english_stream", "Hello world, this is the talker speaking.", "english", speaker="ryan"),
     Case("cv_auto_language", "The weather is lovely today, isn't it?", "auto", speaker="aiden"),
     Case("cv_dialect_speaker", "今天天气很好，我们一起去公园散步吧。", "chinese", speaker="eric"),
-    Case("vd_instruct", "Welcome to the show, everyone.", "english", model_type="voice_design",
-         instruct="A warm, low female voice, speaking slowly and calmly."),
-    Case("base_xvector", "Guten Morgen, wie geht es Ihnen heute?", "german", model_type="base",
-         xvector_seed=7),
-    Case("fr_accents_digits", "Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille : "
-         "ça a duré 4 heures !", "french", speaker="vivian", max_new_tokens=40),
-    Case("long_window", "Once upon a time, in a quiet village by the sea, there lived an old fisherman "
-         "who told stories to anyone who would listen. Every evening the children gathered around "
-         "his boat, and every evening he began a new tale about storms, stars and distant islands.",
-         "english", speaker="ono_anna", max_new_tokens=130),
-    Case("proj_cv", "Testing the projection path of the code predictor.", "english",
-         preset="tiny-proj", speaker="vivian"),
+    Case(
+        "vd_instruct",
+        "Welcome to the show, everyone.",
+        "english",
+        model_type="voice_design",
+        instruct="A warm, low female voice, speaking slowly and calmly.",
+    ),
+    Case("base_xvector", "Guten Morgen, wie geht es Ihnen heute?", "german", model_type="base", xvector_seed=7),
+    Case(
+        "fr_accents_digits",
+        "Le 14 juillet 1789, à Paris, près de 3 000 personnes ont pris la Bastille : ça a duré 4 heures !",
+        "french",
+        speaker="vivian",
+        max_new_tokens=40,
+    ),
+    Case(
+        "long_window",
+        "Once upon a time, in a quiet village by the sea, there lived an old fisherman "
+        "who told stories to anyone who would listen. Every evening the children gathered around "
+        "his boat, and every evening he began a new tale about storms, stars and distant islands.",
+        "english",
+        speaker="ono_anna",
+        max_new_tokens=130,
+    ),
+    Case(
+        "proj_cv", "Testing the projection path of the code predictor.", "english", preset="tiny-proj", speaker="vivian"
+    ),
     # One-token texts: in streaming mode the trailing text rows are then just tts_eos.
     Case("cv_one_token", "Hello", "english", speaker="ryan", max_new_tokens=12),
     Case("cv_one_token_nonstream", "你好", "chinese", speaker="serena", non_streaming=True, max_new_tokens=12),
     # F32 weights and a codec config without head_dim (gated at F32 exactness, see gates.json).
     Case("f32_codec_no_head_dim", "Bonjour !", "french", preset="tiny-f32", speaker="vivian", max_new_tokens=16),
-    Case("clone_xvec_stream", "Guten Morgen, wie geht es Ihnen heute?", "german", model_type="base",
-         ref_audio="en_24k"),
-    Case("clone_xvec_nonstream", "Good morning, how are you today?", "english", model_type="base",
-         ref_audio="en_24k", non_streaming=True),
-    Case("clone_xvec_16k", "A reference recorded at sixteen kilohertz.", "auto", model_type="base",
-         ref_audio="en_16k"),
-    Case("clone_xvec_long", "Long references give the codec encoder a longer window.", "english", model_type="base",
-         ref_audio="en_long_22k"),
-    Case("proj_clone_xvec", "Testing the projection path with a cloned voice.", "english", preset="tiny-proj",
-         model_type="base", ref_audio="en_24k"),
+    Case(
+        "clone_xvec_stream", "Guten Morgen, wie geht es Ihnen heute?", "german", model_type="base", ref_audio="en_24k"
+    ),
+    Case(
+        "clone_xvec_nonstream",
+        "Good morning, how are you today?",
+        "english",
+        model_type="base",
+        ref_audio="en_24k",
+        non_streaming=True,
+    ),
+    Case("clone_xvec_16k", "A reference recorded at sixteen kilohertz.", "auto", model_type="base", ref_audio="en_16k"),
+    Case(
+        "clone_xvec_long",
+        "Long references give the codec encoder a longer window.",
+        "english",
+        model_type="base",
+        ref_audio="en_long_22k",
+    ),
+    Case(
+        "proj_clone_xvec",
+        "Testing the projection path with a cloned voice.",
+        "english",
+        preset="tiny-proj",
+        model_type="base",
+        ref_audio="en_24k",
+    ),
 ]
 F32_EXACT_CASES = ("f32_codec_no_head_dim",)  # F32 checkpoints: F32 files must match them exactly
 # espeak-ng 1.51 recordings (22.05 kHz, so the reference resamples them); the long one is
 # longer than 250 SEANet steps (10 s at 25 Hz)
 REF_SHORT = ("espeak_en_short.wav", "The quick brown fox jumps over the lazy dog.")
-REF_LONG = ("espeak_en_long.wav", "Every evening the old fisherman walked down to the harbour, counted the boats "
-            "that had come home, and told the children a new story about storms, stars and the distant islands "
-            "beyond the sea.")
+REF_LONG = (
+    "espeak_en_long.wav",
+    "Every evening the old fisherman walked down to the harbour, counted the boats "
+    "that had come home, and told the children a new story about storms, stars and the distant islands "
+    "beyond the sea.",
+)
 CLONE_CASES = [
     # streaming with more text rows than reference frames: the rest is fed one per generated step
-    Case("clone_icl_stream", "Once upon a time, in a quiet village by the sea, there lived an old fisherman who told "
-         "stories to anyone who would listen, and every evening the children gathered around his boat.", "english",
-         model_type="base", ref_audio=REF_SHORT[0], ref_text=REF_SHORT[1]),
-    Case("clone_icl_nonstream", "Good morning, how are you today?", "english", model_type="base",
-         ref_audio=REF_SHORT[0], ref_text=REF_SHORT[1], non_streaming=True),
-    Case("clone_icl_long_ref", "See you tomorrow.", "auto", model_type="base",
-         ref_audio=REF_LONG[0], ref_text=REF_LONG[1]),
-    Case("clone_icl_proj", "Testing the projection path while cloning.", "english", preset="tiny-proj",
-         model_type="base", ref_audio=REF_SHORT[0], ref_text=REF_SHORT[1], non_streaming=True),
+    Case(
+        "clone_icl_stream",
+        "Once upon a time, in a quiet village by the sea, there lived an old fisherman who told "
+        "stories to anyone who would listen, and every evening the children gathered around his boat.",
+        "english",
+        model_type="base",
+        ref_audio=REF_SHORT[0],
+        ref_text=REF_SHORT[1],
+    ),
+    Case(
+        "clone_icl_nonstream",
+        "Good morning, how are you today?",
+        "english",
+        model_type="base",
+        ref_audio=REF_SHORT[0],
+        ref_text=REF_SHORT[1],
+        non_streaming=True,
+    ),
+    Case(
+        "clone_icl_long_ref",
+        "See you tomorrow.",
+        "auto",
+        model_type="base",
+        ref_audio=REF_LONG[0],
+        ref_text=REF_LONG[1],
+    ),
+    Case(
+        "clone_icl_proj",
+        "Testing the projection path while cloning.",
+        "english",
+        preset="tiny-proj",
+        model_type="base",
+        ref_audio=REF_SHORT[0],
+        ref_text=REF_SHORT[1],
+        non_streaming=True,
+    ),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 CLONE_CASES_BY_NAME = {case.name: case for case in CLONE_CASES}

@@ -31,10 +31,14 @@ from kazetts.stages.sampling import SamplerConfig, TalkerSampler, margin
 from kazetts.engine.talker_loop import TeacherForcing, run_talker
 from kazetts.engine.tts import reference_cut
 
-F32_GATES = {name: goldens.GATES[f"{name}_{kind}"] for name, kind in
-             (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"), ("xvector", "max_rel"))}
-QUANTIZED_GATES = {name: goldens.GATES[f"quantized_{name}_{kind}"] for name, kind in
-                   (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"), ("xvector", "max_rel"))}
+F32_GATES = {
+    name: goldens.GATES[f"{name}_{kind}"]
+    for name, kind in (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"), ("xvector", "max_rel"))
+}
+QUANTIZED_GATES = {
+    name: goldens.GATES[f"quantized_{name}_{kind}"]
+    for name, kind in (("prompt", "max_abs"), ("cosine", "min"), ("codec", "max_abs"), ("xvector", "max_rel"))
+}
 
 
 @dataclass
@@ -82,7 +86,9 @@ def skip_reason(tts, case_dir: pathlib.Path) -> str:
     if model_type != tts.model_type:
         return f"dumped from a {model_type} model, this is {tts.model_type}"
     if arrays["prompt_embeds"].shape[1] != tts.talker.hidden_size:
-        return f"dumped from a model of hidden size {arrays['prompt_embeds'].shape[1]}, this is {tts.talker.hidden_size}"
+        return (
+            f"dumped from a model of hidden size {arrays['prompt_embeds'].shape[1]}, this is {tts.talker.hidden_size}"
+        )
     ref_audio = manifest["case"].get("ref_audio")
     if ref_audio in goldens.RECORDINGS and not goldens.recording_path(case_dir.parent, ref_audio).is_file():
         return f"its recording {goldens.recording_path(case_dir.parent, ref_audio)} is missing"
@@ -116,14 +122,33 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
         clone = dict(ref_audio=recording, x_vector_only=not case.get("ref_text"))
         enc = tts.speaker_encoder
         xvec = enc.embed(reference_audio(recording, enc.min_samples))
-        rel = float(np.abs(xvec - a["xvector"]).max() / np.abs(a["xvector"]).max()) if xvec.shape == a["xvector"].shape else np.inf
-        checks.append(Check(name, "speaker", rel <= gates["xvector"], f"x-vector of the recording, max relative diff {rel:.1e}"))
+        rel = (
+            float(np.abs(xvec - a["xvector"]).max() / np.abs(a["xvector"]).max())
+            if xvec.shape == a["xvector"].shape
+            else np.inf
+        )
+        checks.append(
+            Check(name, "speaker", rel <= gates["xvector"], f"x-vector of the recording, max relative diff {rel:.1e}")
+        )
 
-    prompt = build_prompt(talker.file, voices, ids, language=case["language"], speaker=case["speaker"],
-                          instruct_ids=instruct, speaker_embedding=a.get("xvector"),
-                          text_streaming=not case["non_streaming"])
-    diff = float(np.abs(prompt.prefill - a["prompt_embeds"]).max()) if prompt.prefill.shape == a["prompt_embeds"].shape else np.inf
-    checks.append(Check(name, "prompt", diff <= gates["prompt"], f"{len(prompt.prefill)} rows, max abs diff {diff:.2e}"))
+    prompt = build_prompt(
+        talker.file,
+        voices,
+        ids,
+        language=case["language"],
+        speaker=case["speaker"],
+        instruct_ids=instruct,
+        speaker_embedding=a.get("xvector"),
+        text_streaming=not case["non_streaming"],
+    )
+    diff = (
+        float(np.abs(prompt.prefill - a["prompt_embeds"]).max())
+        if prompt.prefill.shape == a["prompt_embeds"].shape
+        else np.inf
+    )
+    checks.append(
+        Check(name, "prompt", diff <= gates["prompt"], f"{len(prompt.prefill)} rows, max abs diff {diff:.2e}")
+    )
 
     sampler = TalkerSampler.for_talker(talker.file.codec_vocab_size, voices.codec_eos, SamplerConfig(greedy=True))
     teacher = TeacherForcing(a["codes"], tts.code_predictor.embed_codes)
@@ -133,10 +158,12 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
     h_cos = cosine(trace.hidden[:n], a["talker_hidden"][:n]).min()
     l_cos = cosine(trace.logits[:n], a["talker_logits"][:n]).min()
     same = len(cb0) == manifest["frames"] and np.array_equal(cb0, a["codes"][:, 0])
-    detail = (f"CB0 {int(np.sum(cb0[:manifest['frames']] == a['codes'][:len(cb0), 0]))}/{manifest['frames']} identical, "
-              f"min cosine hidden {h_cos:.6f} logits {l_cos:.6f}")
+    detail = (
+        f"CB0 {int(np.sum(cb0[: manifest['frames']] == a['codes'][: len(cb0), 0]))}/{manifest['frames']} identical, "
+        f"min cosine hidden {h_cos:.6f} logits {l_cos:.6f}"
+    )
     if not same and len(cb0) and len(cb0) <= manifest["frames"]:
-        detail += _first_mismatch_margin(a["talker_logits"], cb0, a["codes"][:len(cb0), 0])
+        detail += _first_mismatch_margin(a["talker_logits"], cb0, a["codes"][: len(cb0), 0])
     checks.append(Check(name, "talker", same and min(h_cos, l_cos) >= gates["cosine"], detail))
 
     n_cp = len(a["cp_logits"])
@@ -156,24 +183,44 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
     worst = max(diffs.values())
     # an F32 checkpoint in F32 files has every weight exact: its waveform gets the tight gate
     wave_gate = goldens.GATES["f32_checkpoint_waveform_max_abs"] if exact else gates["codec"]
-    checks.append(Check(name, "codec", worst <= gates["codec"] and diffs["waveform"] <= wave_gate,
-                        ", ".join(f"{k} {v:.1e}" for k, v in diffs.items())))
+    checks.append(
+        Check(
+            name,
+            "codec",
+            worst <= gates["codec"] and diffs["waveform"] <= wave_gate,
+            ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()),
+        )
+    )
 
     voice = clone or dict(speaker_embedding=a.get("xvector"))
-    result = tts.synthesize(case["text"], speaker=case["speaker"], language=case["language"],
-                            instruct=case["instruct"], text_streaming=not case["non_streaming"], greedy=True,
-                            max_frames=case["max_new_tokens"] - 1, **voice)
+    result = tts.synthesize(
+        case["text"],
+        speaker=case["speaker"],
+        language=case["language"],
+        instruct=case["instruct"],
+        text_streaming=not case["non_streaming"],
+        greedy=True,
+        max_frames=case["max_new_tokens"] - 1,
+        **voice,
+    )
     codes_same = result.codes.shape == a["codes"].shape and np.array_equal(result.codes, a["codes"])
     stop_same = result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
     wave_diff = float(np.abs(result.audio - a["waveform"]).max()) if len(result.audio) == len(a["waveform"]) else np.inf
-    frames_ok = int((result.codes[:len(a["codes"])] == a["codes"][:len(result.codes)]).all(axis=1).sum())
-    checks.append(Check(name, "end-to-end", codes_same and stop_same and wave_diff <= wave_gate,
-                        f"{frames_ok}/{manifest['frames']} frames all 16 codes identical, stop "
-                        f"{'same' if stop_same else 'DIFFERS'}, waveform max abs diff {wave_diff:.1e}"))
+    frames_ok = int((result.codes[: len(a["codes"])] == a["codes"][: len(result.codes)]).all(axis=1).sum())
+    checks.append(
+        Check(
+            name,
+            "end-to-end",
+            codes_same and stop_same and wave_diff <= wave_gate,
+            f"{frames_ok}/{manifest['frames']} frames all 16 codes identical, stop "
+            f"{'same' if stop_same else 'DIFFERS'}, waveform max abs diff {wave_diff:.1e}",
+        )
+    )
     return checks
 
 
 # ---- voice cloning (dumps/clone/) ----------------------------------------------------------------
+
 
 def rvq_margin(mmproj: str | pathlib.Path, downsampled: np.ndarray, want: np.ndarray, got: np.ndarray) -> str:
     """Where two code sets differ: the first differing (frame, codebook) and how close the two
@@ -202,8 +249,10 @@ def rvq_margin(mmproj: str | pathlib.Path, downsampled: np.ndarray, want: np.nda
             r = r - books[k - 1][want[t, k]]
         book = books[q - 1]
     d_want, d_got = (float(np.linalg.norm(r - book[c])) for c in (want[t, q], got[t, q]))
-    return (f"; first difference frame {t} codebook {q}: distances reference pick {d_want:.7g}, ours {d_got:.7g} "
-            f"(relative gap {abs(d_want - d_got) / max(d_want, 1e-30):.2g})")
+    return (
+        f"; first difference frame {t} codebook {q}: distances reference pick {d_want:.7g}, ours {d_got:.7g} "
+        f"(relative gap {abs(d_want - d_got) / max(d_want, 1e-30):.2g})"
+    )
 
 
 def validate_clone_encoder(encoder, mmproj, case_dir: pathlib.Path, quantized: bool) -> Check:
@@ -212,8 +261,10 @@ def validate_clone_encoder(encoder, mmproj, case_dir: pathlib.Path, quantized: b
     codes, inter = encoder.encode(a["ref_pcm"], intermediates=True)
     same = codes.shape == a["ref_codes"].shape and np.array_equal(codes, a["ref_codes"])
     diffs = ", ".join(f"{k} {float(np.abs(v - a['enc_' + k]).max()):.1e}" for k, v in inter.items())
-    detail = f"{int((codes == a['ref_codes']).all(1).sum()) if codes.shape == a['ref_codes'].shape else 0}/" \
-             f"{manifest['ref_frames']} frames all 16 codes identical; {diffs}"
+    detail = (
+        f"{int((codes == a['ref_codes']).all(1).sum()) if codes.shape == a['ref_codes'].shape else 0}/"
+        f"{manifest['ref_frames']} frames all 16 codes identical; {diffs}"
+    )
     if not same and codes.shape == a["ref_codes"].shape:
         detail += rvq_margin(mmproj, a["enc_downsampled"], a["ref_codes"], codes)
     return Check(case_dir.name, "ref codes", same, detail)
@@ -228,28 +279,63 @@ def validate_clone_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Ch
     ids = talker.tokenize(chat_text(case["text"]))
     ref_ids = talker.tokenize(ref_chat_text(case["ref_text"]))
     same_ids = ids == a["text_ids"].tolist() and ref_ids == a["ref_text_ids"].tolist()
-    checks.append(Check(name, "tokens", same_ids, f"{len(ids)} text + {len(ref_ids)} reference text ids "
-                                                  f"{'identical' if same_ids else 'DIFFER'}"))
-    prompt = build_icl_prompt(talker.file, tts.voices, ids, ref_ids, tts.reference_frames(a["ref_codes"]), a["xvector"],
-                              language=case["language"], text_streaming=not case["non_streaming"])
+    checks.append(
+        Check(
+            name,
+            "tokens",
+            same_ids,
+            f"{len(ids)} text + {len(ref_ids)} reference text ids {'identical' if same_ids else 'DIFFER'}",
+        )
+    )
+    prompt = build_icl_prompt(
+        talker.file,
+        tts.voices,
+        ids,
+        ref_ids,
+        tts.reference_frames(a["ref_codes"]),
+        a["xvector"],
+        language=case["language"],
+        text_streaming=not case["non_streaming"],
+    )
     want = a["prompt_embeds"]
     diff = float(np.abs(prompt.prefill - want).max()) if prompt.prefill.shape == want.shape else np.inf
-    steps = np.stack([tts.code_predictor.embed_codes(a["codes"][k]) + prompt.text_row(k) for k in range(manifest["frames"])])
+    steps = np.stack(
+        [tts.code_predictor.embed_codes(a["codes"][k]) + prompt.text_row(k) for k in range(manifest["frames"])]
+    )
     step_diff = float(np.abs(steps - a["talker_inputs"]).max())
-    checks.append(Check(name, "icl prompt", max(diff, step_diff) <= gates["prompt"],
-                        f"{len(prompt.prefill)} rows, max abs diff {diff:.2e}; step inputs {step_diff:.2e}"))
+    checks.append(
+        Check(
+            name,
+            "icl prompt",
+            max(diff, step_diff) <= gates["prompt"],
+            f"{len(prompt.prefill)} rows, max abs diff {diff:.2e}; step inputs {step_diff:.2e}",
+        )
+    )
 
-    result = tts.synthesize(case["text"], language=case["language"], speaker_embedding=a["xvector"],
-                            ref_codes=a["ref_codes"], ref_text=case["ref_text"], text_streaming=not case["non_streaming"],
-                            greedy=True, max_frames=case["max_new_tokens"] - 1)
+    result = tts.synthesize(
+        case["text"],
+        language=case["language"],
+        speaker_embedding=a["xvector"],
+        ref_codes=a["ref_codes"],
+        ref_text=case["ref_text"],
+        text_streaming=not case["non_streaming"],
+        greedy=True,
+        max_frames=case["max_new_tokens"] - 1,
+    )
     codes_same = result.codes.shape == a["codes"].shape and np.array_equal(result.codes, a["codes"])
     stop_same = result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
     want_wave, extra = _reference_part_cut(a["waveform"], manifest, tts.codec.samples_per_frame)
     wave_diff = float(np.abs(result.audio - want_wave).max()) if len(result.audio) == len(want_wave) else np.inf
-    frames_ok = int((result.codes[:len(a["codes"])] == a["codes"][:len(result.codes)]).all(axis=1).sum())
-    checks.append(Check(name, "end-to-end", codes_same and stop_same and wave_diff <= gates["codec"],
-                        f"{frames_ok}/{manifest['frames']} frames all 16 codes identical, stop "
-                        f"{'same' if stop_same else 'DIFFERS'}, waveform max abs diff {wave_diff:.1e}{extra}"))
+    frames_ok = int((result.codes[: len(a["codes"])] == a["codes"][: len(result.codes)]).all(axis=1).sum())
+    checks.append(
+        Check(
+            name,
+            "end-to-end",
+            codes_same and stop_same and wave_diff <= gates["codec"],
+            f"{frames_ok}/{manifest['frames']} frames all 16 codes identical, stop "
+            f"{'same' if stop_same else 'DIFFERS'}, waveform max abs diff {wave_diff:.1e}{extra}",
+        )
+    )
     return checks
 
 

@@ -47,17 +47,25 @@ def main() -> None:
     try:
         dist = importlib.metadata.distribution(DIST)
     except importlib.metadata.PackageNotFoundError:
-        fail(f"llama-cpp-python is not installed for {sys.executable}: kazetts builds against its ggml "
-             "(pip installs it as a build requirement; with --no-build-isolation install it first)")
+        fail(
+            f"llama-cpp-python is not installed for {sys.executable}: kazetts builds against its ggml "
+            "(pip installs it as a build requirement; with --no-build-isolation install it first)"
+        )
     package = owned_file(dist, "llama_cpp/__init__.py")
     header = owned_file(dist, "include/ggml.h")
     if package is None or header is None:
-        fail(f"llama-cpp-python {dist.version} at {dist.locate_file('')} has no llama_cpp/__init__.py or "
-             "include/ggml.h in its file list: reinstall it from PyPI, or configure kazetts with "
-             "-DGGML_INCLUDE_DIR=<ggml/include of the same llama.cpp> -DGGML_LIB_DIR=<llama_cpp/lib>")
+        fail(
+            f"llama-cpp-python {dist.version} at {dist.locate_file('')} has no llama_cpp/__init__.py or "
+            "include/ggml.h in its file list: reinstall it from PyPI, or configure kazetts with "
+            "-DGGML_INCLUDE_DIR=<ggml/include of the same llama.cpp> -DGGML_LIB_DIR=<llama_cpp/lib>"
+        )
     lib_dir = package.parent / "lib"
     built_with = f"llama-cpp-python {dist.version}, {ggml_build(lib_dir)}"
-    values = {"GGML_INCLUDE_DIR": header.parent.as_posix(), "GGML_LIB_DIR": lib_dir.as_posix(), "KZ_BUILT_WITH": built_with}
+    values = {
+        "GGML_INCLUDE_DIR": header.parent.as_posix(),
+        "GGML_LIB_DIR": lib_dir.as_posix(),
+        "KZ_BUILT_WITH": built_with,
+    }
     for name, value in values.items():
         print(f'set({name} "{value}")')
 

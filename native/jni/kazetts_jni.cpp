@@ -70,7 +70,7 @@ auto guarded(JNIEnv *env, Body &&body) -> decltype(body()) {
 
 struct CallbackState {
     JNIEnv *env;
-    jobject callback;          // org.kazetts.KazeTts$ChunkCallback or null
+    jobject callback;  // org.kazetts.KazeTts$ChunkCallback or null
     bool collect;
     std::vector<float> audio;  // everything, when collect
 };
@@ -97,15 +97,16 @@ int32_t on_chunk(const kz_tts_chunk *chunk, void *user) {
 constexpr jsize N_INTS = 7, N_FLOATS = 5;
 
 void request_numbers(const kz_tts_request &r, jint *iv, jfloat *fv) {
-    const jint ints[N_INTS] = {r.text_streaming, r.greedy, r.top_k, r.cp_top_k, r.max_frames, r.chunk_frames, r.min_frames};
+    const jint ints[N_INTS] = {r.text_streaming, r.greedy,       r.top_k,     r.cp_top_k,
+                               r.max_frames,     r.chunk_frames, r.min_frames};
     const jfloat floats[N_FLOATS] = {r.temperature, r.top_p, r.repetition_penalty, r.cp_temperature, r.cp_top_p};
     std::copy(ints, ints + N_INTS, iv);
     std::copy(floats, floats + N_FLOATS, fv);
 }
 
 void set_request_numbers(kz_tts_request &r, const jint *iv, const jfloat *fv) {
-    r.text_streaming = iv[0], r.greedy = iv[1], r.top_k = iv[2], r.cp_top_k = iv[3], r.max_frames = iv[4], r.chunk_frames = iv[5],
-    r.min_frames = iv[6];
+    r.text_streaming = iv[0], r.greedy = iv[1], r.top_k = iv[2], r.cp_top_k = iv[3], r.max_frames = iv[4],
+    r.chunk_frames = iv[5], r.min_frames = iv[6];
     r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4];
 }
 
@@ -202,10 +203,12 @@ JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeDefaultOptions(JNIEnv *en
 // ints, floats: the request's numbers (request_numbers);
 // stats (out, 11): stop reason, frames, pieces, pieces at budget, samples, prefill, talker,
 // code predictor, codec, first audio, total (ms). Returns the whole audio when collect, else null.
-JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
-    JNIEnv *env, jclass, jlong h, jbyteArray text, jbyteArray speaker, jbyteArray language, jbyteArray instruct,
-    jfloatArray xvector, jintArray ints, jfloatArray floats, jlong seed, jobject callback, jboolean collect,
-    jdoubleArray stats) {
+JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *env, jclass, jlong h, jbyteArray text,
+                                                                        jbyteArray speaker, jbyteArray language,
+                                                                        jbyteArray instruct, jfloatArray xvector,
+                                                                        jintArray ints, jfloatArray floats, jlong seed,
+                                                                        jobject callback, jboolean collect,
+                                                                        jdoubleArray stats) {
     return guarded(env, [&]() -> jfloatArray {
         kz_tts *tts = handle(env, h);
         if (!tts) return nullptr;
@@ -214,8 +217,8 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text is required");
             return nullptr;
         }
-        if (!ints || !floats || !stats || env->GetArrayLength(ints) != N_INTS || env->GetArrayLength(floats) != N_FLOATS ||
-            env->GetArrayLength(stats) != 11) {
+        if (!ints || !floats || !stats || env->GetArrayLength(ints) != N_INTS ||
+            env->GetArrayLength(floats) != N_FLOATS || env->GetArrayLength(stats) != 11) {
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "internal: option arrays of the wrong length");
             return nullptr;
         }
@@ -250,9 +253,17 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(
             throw_status(env, status, kz_tts_last_error(tts));
             return nullptr;
         }
-        const jdouble sv[11] = {double(res.stop_reason), double(res.n_frames), double(res.n_pieces), double(res.pieces_at_budget),
-                                double(res.n_samples), res.prefill_ms, res.talker_ms, res.code_predictor_ms, res.codec_ms,
-                                res.first_audio_ms, res.total_ms};
+        const jdouble sv[11] = {double(res.stop_reason),
+                                double(res.n_frames),
+                                double(res.n_pieces),
+                                double(res.pieces_at_budget),
+                                double(res.n_samples),
+                                res.prefill_ms,
+                                res.talker_ms,
+                                res.code_predictor_ms,
+                                res.codec_ms,
+                                res.first_audio_ms,
+                                res.total_ms};
         env->SetDoubleArrayRegion(stats, 0, 11, sv);
         if (!state.collect) return nullptr;
         jfloatArray out = env->NewFloatArray(jsize(state.audio.size()));

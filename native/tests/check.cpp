@@ -115,7 +115,8 @@ void record_repack(ggml_log_level, const char *text, void *user_data) {
     size_t with = rest.rfind(" with ");
     if (with == std::string::npos) return;
     size_t end = rest.find_last_not_of("\n") + 1;
-    static_cast<RepackLog *>(user_data)->tensors.emplace_back(rest.substr(0, with), rest.substr(with + 6, end - with - 6));
+    static_cast<RepackLog *>(user_data)->tensors.emplace_back(rest.substr(0, with),
+                                                              rest.substr(with + 6, end - with - 6));
 }
 
 }  // namespace

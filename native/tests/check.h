@@ -82,6 +82,6 @@ void check_code_predictor_repack(const GoldenCase &c, Report &report);  // long 
 void check_codec(const GoldenCase &c, Report &report);
 void check_talker(const GoldenCase &c, Report &report);
 void check_talker_repack(const GoldenCase &c, Report &report);  // long case: quantized talkers
-void check_engine(const GoldenCase &c, Report &report);  // the whole kazetts/tts.h engine
+void check_engine(const GoldenCase &c, Report &report);         // the whole kazetts/tts.h engine
 // kz::conv_gemm_op against a scalar reference (no golden case: synthetic operands)
 void check_conv_gemm(Report &report);

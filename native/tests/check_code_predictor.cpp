@@ -8,7 +8,6 @@
 
 namespace {
 
-
 struct CpDeleter {
     void operator()(kz_code_predictor *cp) const { kz_cp_free(cp); }
 };
@@ -64,12 +63,15 @@ void check_greedy_f32(const GoldenCase &c, Report &report) {
         }
         if (f < ref.dim(0)) {
             const float *want = &ref.f32[size_t(f) * n_cb * vocab];
-            for (size_t k = 0; k < n_cb; ++k) min_cos = std::min(min_cos, cosine(&got.logits[k * vocab], want + k * vocab, vocab));
+            for (size_t k = 0; k < n_cb; ++k)
+                min_cos = std::min(min_cos, cosine(&got.logits[k * vocab], want + k * vocab, vocab));
             max_logit_diff = std::max(max_logit_diff, max_abs_diff(got.logits.data(), want, n_cb * vocab));
         }
         if (f < want_emb.dim(0)) {
-            max_emb_diff = std::max(max_emb_diff, max_abs_diff(got.embedding.data(), &want_emb.f32[size_t(f) * n_embd], n_embd));
-            if (kz_cp_embed_codes(cp.get(), golden16, summed.data()) != KZ_OK) throw std::runtime_error(kz_cp_last_error(cp.get()));
+            max_emb_diff =
+                std::max(max_emb_diff, max_abs_diff(got.embedding.data(), &want_emb.f32[size_t(f) * n_embd], n_embd));
+            if (kz_cp_embed_codes(cp.get(), golden16, summed.data()) != KZ_OK)
+                throw std::runtime_error(kz_cp_last_error(cp.get()));
             embed_codes_equal = embed_codes_equal && summed == got.embedding;
         }
     }
@@ -79,7 +81,8 @@ void check_greedy_f32(const GoldenCase &c, Report &report) {
                     (long long)(codes.dim(0) - mismatches), (long long)codes.dim(0), worst_margin));
     report.gate(name + " code predictor logits", min_cos >= c.gate("cosine_min"),
                 fmt("%lld frames: min cosine %.8f, max abs diff %.2e", (long long)ref.dim(0), min_cos, max_logit_diff));
-    report.gate(name + " code predictor embedding sum", max_emb_diff <= c.gate("embedding_sum_max_abs") && embed_codes_equal,
+    report.gate(name + " code predictor embedding sum",
+                max_emb_diff <= c.gate("embedding_sum_max_abs") && embed_codes_equal,
                 fmt("%lld frames: max abs diff %.2e, kz_cp_embed_codes identical: %s", (long long)want_emb.dim(0),
                     max_emb_diff, embed_codes_equal ? "yes" : "no"));
 }
@@ -106,7 +109,8 @@ Agreement agreement(kz_code_predictor *cp, kz_code_predictor *f32, const NpyArra
         if (g < 0) continue;
         Frame ref = predict(f32, h, golden16[0]);
         const float *ref_row = &ref.logits[size_t(g) * vocab];
-        double margin = top2_margin(ref_row, vocab), noise = max_abs_diff(&got.logits[size_t(g) * vocab], ref_row, vocab);
+        double margin = top2_margin(ref_row, vocab),
+               noise = max_abs_diff(&got.logits[size_t(g) * vocab], ref_row, vocab);
         ++a.frames_differing;
         a.unexplained += margin > 2 * noise;
         a.worst_margin = std::max(a.worst_margin, margin);
@@ -116,9 +120,10 @@ Agreement agreement(kz_code_predictor *cp, kz_code_predictor *f32, const NpyArra
 }
 
 std::string describe(const Agreement &a, int64_t frames) {
-    return fmt("%.2f%% of %lld codes identical; %d/%lld frames differ, largest F32 margin at a first difference "
-               "%.4f, %d not explained by the logit noise",
-               a.ratio * 100, (long long)frames * 15, a.frames_differing, (long long)frames, a.worst_margin, a.unexplained);
+    return fmt(
+        "%.2f%% of %lld codes identical; %d/%lld frames differ, largest F32 margin at a first difference "
+        "%.4f, %d not explained by the logit noise",
+        a.ratio * 100, (long long)frames * 15, a.frames_differing, (long long)frames, a.worst_margin, a.unexplained);
 }
 
 void check_quantized(const GoldenCase &c, Report &report) {
@@ -153,7 +158,8 @@ bool layer_matrices_repacked(const RepackLog &log, const std::string &type) {
     for (const auto &t : log.tensors)
         for (int k = 0; k < 4; ++k) {
             const std::string suffix = SUFFIXES[k];
-            counts[k] += t.first.size() > suffix.size() && t.first.compare(t.first.size() - suffix.size(), suffix.size(), suffix) == 0;
+            counts[k] += t.first.size() > suffix.size() &&
+                         t.first.compare(t.first.size() - suffix.size(), suffix.size(), suffix) == 0;
         }
     return log.as_expected(type) && counts[0] > 0 && std::count(counts, counts + 4, counts[0]) == 4 &&
            log.tensors.size() == size_t(4 * counts[0]);
@@ -180,8 +186,8 @@ void check_code_predictor_repack(const GoldenCase &c, Report &report) {
         RepackLog log;
         Cp cp = load(v.path, c.threads, v.weights);
         const std::string label = c.get("name") + " code predictor " + v.label,
-                          figures = fmt("%s, kernel %s (this build: %s)", log.describe().c_str(), kz_cp_kernel_name(cp.get()),
-                                        repack_features(want).c_str());
+                          figures = fmt("%s, kernel %s (this build: %s)", log.describe().c_str(),
+                                        kz_cp_kernel_name(cp.get()), repack_features(want).c_str());
         if (ARM)
             report.gate(label + " on ggml's repacked kernels", layer_matrices_repacked(log, v.type), figures);
         else

@@ -9,7 +9,6 @@
 
 namespace {
 
-
 struct CodecDeleter {
     void operator()(kz_codec *codec) const { kz_codec_free(codec); }
 };
@@ -28,7 +27,8 @@ void ok_or_throw(kz_codec *codec, int status) {
 
 std::vector<float> decode(kz_codec *codec, const NpyArray &codes) {
     std::vector<float> wav(size_t(codes.dim(0) * kz_codec_samples_per_frame(codec)));
-    ok_or_throw(codec, kz_codec_decode(codec, codes.i32.data(), int(codes.dim(0)), int(codes.dim(1)), wav.data(), wav.size()));
+    ok_or_throw(codec,
+                kz_codec_decode(codec, codes.i32.data(), int(codes.dim(0)), int(codes.dim(1)), wav.data(), wav.size()));
     return wav;
 }
 
@@ -55,7 +55,8 @@ double stage_diff(const std::vector<float> &time_major, const NpyArray &golden) 
     if (int64_t(time_major.size()) != channels * steps) return INFINITY;
     std::vector<float> transposed(time_major.size());
     for (int64_t t = 0; t < steps; ++t)
-        for (int64_t ch = 0; ch < channels; ++ch) transposed[size_t(ch * steps + t)] = time_major[size_t(t * channels + ch)];
+        for (int64_t ch = 0; ch < channels; ++ch)
+            transposed[size_t(ch * steps + t)] = time_major[size_t(t * channels + ch)];
     return max_abs_diff(transposed.data(), golden.f32.data(), transposed.size());
 }
 
@@ -63,25 +64,29 @@ void check_f32(const GoldenCase &c, const NpyArray &codes, const NpyArray &wavef
     Codec codec = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F32);
     const size_t n = size_t(codes.dim(0)), cdim = size_t(kz_codec_dim(codec.get(), 0)),
                  latent = size_t(kz_codec_dim(codec.get(), 1)), factor = size_t(kz_codec_dim(codec.get(), 2));
-    std::vector<float> wav(waveform.f32.size()), quantized(n * cdim), pre(n * latent), tfm(n * latent), up(n * factor * latent);
-    ok_or_throw(codec.get(), kz_codec_decode_debug(codec.get(), codes.i32.data(), int(n), int(codes.dim(1)), wav.data(), wav.size(),
-                                                   quantized.data(), pre.data(), tfm.data(), up.data()));
-    const double d[5] = {stage_diff(quantized, c.golden("codec_quantized")), stage_diff(pre, c.golden("codec_pre_conv")),
-                         stage_diff(tfm, c.golden("codec_transformer")), stage_diff(up, c.golden("codec_upsample")),
+    std::vector<float> wav(waveform.f32.size()), quantized(n * cdim), pre(n * latent), tfm(n * latent),
+        up(n * factor * latent);
+    ok_or_throw(codec.get(), kz_codec_decode_debug(codec.get(), codes.i32.data(), int(n), int(codes.dim(1)), wav.data(),
+                                                   wav.size(), quantized.data(), pre.data(), tfm.data(), up.data()));
+    const double d[5] = {stage_diff(quantized, c.golden("codec_quantized")),
+                         stage_diff(pre, c.golden("codec_pre_conv")), stage_diff(tfm, c.golden("codec_transformer")),
+                         stage_diff(up, c.golden("codec_upsample")),
                          max_abs_diff(wav.data(), waveform.f32.data(), wav.size())};
     double worst = 0.0;
     for (double x : d) worst = std::max(worst, x);
-    report.gate(c.get("name") + " codec f32", worst <= c.gate("codec_max_abs"),
-                fmt("%zu frames, max abs diff: quantized %.2e, pre_conv %.2e, transformer %.2e, upsample %.2e, waveform %.2e",
-                    n, d[0], d[1], d[2], d[3], d[4]));
+    report.gate(
+        c.get("name") + " codec f32", worst <= c.gate("codec_max_abs"),
+        fmt("%zu frames, max abs diff: quantized %.2e, pre_conv %.2e, transformer %.2e, upsample %.2e, waveform %.2e",
+            n, d[0], d[1], d[2], d[3], d[4]));
 }
 
 void check_f16(const GoldenCase &c, const NpyArray &codes, const NpyArray &waveform, Report &report) {
     Codec codec = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F16);
     std::vector<float> wav = decode(codec.get(), codes);
     double corr = correlation(wav.data(), waveform.f32.data(), wav.size());
-    report.gate(c.get("name") + " codec f16", corr >= c.gate("codec_f16_min_correlation"),
-                fmt("correlation %.7f, max abs diff %.2e", corr, max_abs_diff(wav.data(), waveform.f32.data(), wav.size())));
+    report.gate(
+        c.get("name") + " codec f16", corr >= c.gate("codec_f16_min_correlation"),
+        fmt("correlation %.7f, max abs diff %.2e", corr, max_abs_diff(wav.data(), waveform.f32.data(), wav.size())));
 }
 
 // Exact streaming and thread-count independence, on the golden codes of one case.
@@ -89,13 +94,15 @@ void check_same_model(const GoldenCase &c, const NpyArray &codes, Report &report
     Codec one = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F32), two = load(c.get("mmproj"), 2, KZ_CODEC_WEIGHTS_F32);
     std::vector<float> full = decode(one.get(), codes), threads2 = decode(two.get(), codes);
     double d_threads = max_abs_diff(full.data(), threads2.data(), full.size());
-    report.gate(c.get("name") + " codec 2 threads vs 1", d_threads <= c.gate("same_model_max_abs"), fmt("max abs diff %.1e", d_threads));
+    report.gate(c.get("name") + " codec 2 threads vs 1", d_threads <= c.gate("same_model_max_abs"),
+                fmt("max abs diff %.1e", d_threads));
     for (const std::vector<int> &sizes : {std::vector<int>{1}, std::vector<int>{3, 1, 9}, std::vector<int>{40}}) {
         std::vector<float> got = stream(one.get(), codes, sizes);
         double d = max_abs_diff(got.data(), full.data(), full.size());
         std::string label;
         for (int s : sizes) label += (label.empty() ? "" : ",") + std::to_string(s);
-        report.gate(c.get("name") + " codec stream chunks [" + label + "] vs full", d <= c.gate("same_model_max_abs"), fmt("max abs diff %.1e", d));
+        report.gate(c.get("name") + " codec stream chunks [" + label + "] vs full", d <= c.gate("same_model_max_abs"),
+                    fmt("max abs diff %.1e", d));
     }
 }
 

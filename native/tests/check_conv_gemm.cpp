@@ -11,8 +11,8 @@
 #include <stdexcept>
 
 #include "check.h"
-#include "kernels/conv_gemm.h"
 #include "ggml-cpu.h"
+#include "kernels/conv_gemm.h"
 
 namespace {
 
@@ -47,7 +47,8 @@ const Case kCases[] = {
 
 ConvShape shape_of(const Case &k) {
     ConvShape c;
-    c.cin = k.cin, c.cout = k.cout, c.k = k.k, c.dil = k.dil, c.stride = k.stride, c.pad_left = k.pad_left, c.edge = k.edge;
+    c.cin = k.cin, c.cout = k.cout, c.k = k.k, c.dil = k.dil, c.stride = k.stride, c.pad_left = k.pad_left,
+    c.edge = k.edge;
     return c;
 }
 
@@ -62,8 +63,8 @@ float input(const Case &k, const std::vector<float> &stream, int64_t row, int64_
 }
 
 // out[t * cout + co]: bias, acc += w * x in row order, + residual
-std::vector<float> reference(const Case &k, const std::vector<float> &w, const float *bias, const std::vector<float> &stream,
-                             int64_t row, const float *res, bool fused) {
+std::vector<float> reference(const Case &k, const std::vector<float> &w, const float *bias,
+                             const std::vector<float> &stream, int64_t row, const float *res, bool fused) {
     const int64_t K = (int64_t)k.cin * k.k;
     std::vector<float> out((size_t)(k.T * k.cout));
     for (int64_t t = 0; t < k.T; t++)
@@ -105,8 +106,10 @@ struct Run {
         if (!ctx) throw std::runtime_error("ggml_init failed");
         const std::vector<int64_t> ws = kz::packed_shape(c);
         ggml_tensor *w = ggml_new_tensor_2d(ctx, wtype, ws[0], ws[1]);
-        if (wtype == GGML_TYPE_F16) ggml_fp32_to_fp16_row(packed.data(), (ggml_fp16_t *)w->data, (int64_t)packed.size());
-        else std::memcpy(w->data, packed.data(), packed.size() * sizeof(float));
+        if (wtype == GGML_TYPE_F16)
+            ggml_fp32_to_fp16_row(packed.data(), (ggml_fp16_t *)w->data, (int64_t)packed.size());
+        else
+            std::memcpy(w->data, packed.data(), packed.size() * sizeof(float));
         ggml_tensor *buf = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, row, total);
         std::memcpy(buf->data, stream.data(), stream.size() * sizeof(float));
         ggml_tensor *x = ggml_view_2d(ctx, buf, k.cin, k.steps - a, buf->nb[1], (size_t)(k.pad_left + a) * buf->nb[1]);
@@ -159,8 +162,8 @@ void check_conv_gemm(Report &report) {
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (const Case &k : kCases) {
         const int64_t K = (int64_t)k.cin * k.k, row = k.cin + k.x_pad;
-        std::vector<float> w((size_t)(k.cout * K)), bias((size_t)k.cout), stream((size_t)((k.pad_left + k.steps) * row)),
-            res((size_t)(k.T * k.cout));
+        std::vector<float> w((size_t)(k.cout * K)), bias((size_t)k.cout),
+            stream((size_t)((k.pad_left + k.steps) * row)), res((size_t)(k.T * k.cout));
         for (float &v : w) v = uniform(rng);
         for (float &v : bias) v = uniform(rng);
         for (float &v : stream) v = uniform(rng);
@@ -185,17 +188,19 @@ void check_conv_gemm(Report &report) {
                     // later chunk (its context the steps before it)
                     if (k.T > 1) chunks.add(run(0, k.T / 2 + 1, 2), one);
                     if (k.edge == ConvShape::kContext && k.T > 1)
-                        for (int64_t first : {(int64_t)1, k.T / 3 + 1}) chunks.add(run(first, k.T - first, 2), one, first * k.cout);
+                        for (int64_t first : {(int64_t)1, k.T / 3 + 1})
+                            chunks.add(run(first, k.T - first, 2), one, first * k.cout);
                 }
         }
         auto says = [&](const Diff &d) {
             return d.count == 0 ? std::string("equal")
-                                : fmt("%lld differ (max %.3g; first at step %lld, channel %lld)", (long long)d.count, d.worst,
-                                      (long long)(d.first / k.cout), (long long)(d.first % k.cout));
+                                : fmt("%lld differ (max %.3g; first at step %lld, channel %lld)", (long long)d.count,
+                                      d.worst, (long long)(d.first / k.cout), (long long)(d.first % k.cout));
         };
-        report.gate(std::string("conv gemm ") + k.name, ref.count == 0 && threads.count == 0 && chunks.count == 0,
-                    fmt("%d -> %d channels, %lld outputs (F32, F16; bias, residual or not): vs the scalar reference %s; "
-                        "2 threads vs 1 %s; chunks vs whole %s",
-                        k.cin, k.cout, (long long)outputs, says(ref).c_str(), says(threads).c_str(), says(chunks).c_str()));
+        report.gate(
+            std::string("conv gemm ") + k.name, ref.count == 0 && threads.count == 0 && chunks.count == 0,
+            fmt("%d -> %d channels, %lld outputs (F32, F16; bias, residual or not): vs the scalar reference %s; "
+                "2 threads vs 1 %s; chunks vs whole %s",
+                k.cin, k.cout, (long long)outputs, says(ref).c_str(), says(threads).c_str(), says(chunks).c_str()));
     }
 }

@@ -60,9 +60,10 @@ void check_engine(const GoldenCase &c, Report &report) {
     const bool want_eos = c.get("stops_at_eos") == "1";
     const std::string name = c.get("name");
     report.gate(name + " engine codes", same_codes && (res.stop_reason == KZ_TTS_STOP_EOS) == want_eos,
-                fmt("%d frames (reference %lld), codes %s, stop %s (reference %s)", res.n_frames, (long long)codes.dim(0),
-                    same_codes ? "identical" : "differ", res.stop_reason == KZ_TTS_STOP_EOS ? "eos" : "budget",
-                    want_eos ? "eos" : "budget"));
-    const double diff = audio.size() == waveform.f32.size() ? max_abs_diff(audio.data(), waveform.f32.data(), audio.size()) : 1e9;
+                fmt("%d frames (reference %lld), codes %s, stop %s (reference %s)", res.n_frames,
+                    (long long)codes.dim(0), same_codes ? "identical" : "differ",
+                    res.stop_reason == KZ_TTS_STOP_EOS ? "eos" : "budget", want_eos ? "eos" : "budget"));
+    const double diff =
+        audio.size() == waveform.f32.size() ? max_abs_diff(audio.data(), waveform.f32.data(), audio.size()) : 1e9;
     report.gate(name + " engine waveform", diff <= 1e-4, fmt("%zu samples, max abs diff %.2e", audio.size(), diff));
 }

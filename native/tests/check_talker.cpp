@@ -16,7 +16,7 @@
 
 namespace {
 
-const int POSITION_STREAMS = 4;     // IMROPE: 4 position values per token, section-major
+const int POSITION_STREAMS = 4;        // IMROPE: 4 position values per token, section-major
 const int SUPPRESSED_SPECIALS = 1024;  // the last ids of the codec vocabulary, except EOS
 const int MIN_NEW_TOKENS = 2;
 const float REPETITION_PENALTY = 1.05f;
@@ -74,7 +74,8 @@ struct Talker {
     // Feeds n embeddings; only the last position of the last chunk is an output.
     void step(const float *embd, int n) {
         hidden_out.written = 0;
-        for (int start = 0; start < n; start += n_batch) decode(embd + size_t(start) * size_t(n_embd), std::min(n_batch, n - start), start + n_batch >= n);
+        for (int start = 0; start < n; start += n_batch)
+            decode(embd + size_t(start) * size_t(n_embd), std::min(n_batch, n - start), start + n_batch >= n);
         if (!hidden_out.written) throw std::runtime_error("the talker's graph gave no hidden state");
     }
 
@@ -91,7 +92,8 @@ struct Talker {
         std::vector<llama_seq_id *> seq_ids(size_t(n), &seq0);
         std::vector<int8_t> outputs(size_t(n), 0);
         outputs.back() = output_last ? 1 : 0;
-        llama_batch batch{n, nullptr, const_cast<float *>(embd), pos.data(), n_seq.data(), seq_ids.data(), outputs.data()};
+        llama_batch batch{
+            n, nullptr, const_cast<float *>(embd), pos.data(), n_seq.data(), seq_ids.data(), outputs.data()};
         int status = llama_decode(ctx.get(), batch);
         if (status != 0) throw std::runtime_error(fmt("llama_decode failed with status %d", status));
         position += n;
@@ -102,9 +104,12 @@ struct Talker {
     static bool observe(ggml_tensor *t, bool ask, void *user_data) {
         auto *self = static_cast<Talker *>(user_data);
         const ggml_tensor *w = t->src[0];
-        if (ask && t->op == GGML_OP_MUL_MAT && w->type == self->count.type && ggml_n_dims(w) == 2 && t->src[1]->ne[1] == 1) {
+        if (ask && t->op == GGML_OP_MUL_MAT && w->type == self->count.type && ggml_n_dims(w) == 2 &&
+            t->src[1]->ne[1] == 1) {
             ++self->count.products;
-            self->count.repacked += w->buffer && std::strcmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(w->buffer)), "CPU_REPACK") == 0;
+            self->count.repacked +=
+                w->buffer &&
+                std::strcmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(w->buffer)), "CPU_REPACK") == 0;
         }
         return self->copy_hidden_(t, ask, &self->hidden_out);
     }
@@ -115,7 +120,8 @@ struct Talker {
 // steps, control ids suppressed.
 int32_t greedy_cb0(const float *raw, int vocab, int eos, const std::set<int32_t> &history, int generated) {
     std::vector<float> s(raw, raw + vocab);
-    for (int32_t id : history) s[size_t(id)] = s[size_t(id)] < 0 ? s[size_t(id)] * REPETITION_PENALTY : s[size_t(id)] / REPETITION_PENALTY;
+    for (int32_t id : history)
+        s[size_t(id)] = s[size_t(id)] < 0 ? s[size_t(id)] * REPETITION_PENALTY : s[size_t(id)] / REPETITION_PENALTY;
     if (generated < MIN_NEW_TOKENS) s[size_t(eos)] = -INFINITY;
     for (int id = vocab - SUPPRESSED_SPECIALS; id < vocab; ++id)
         if (id != eos) s[size_t(id)] = -INFINITY;
@@ -141,14 +147,17 @@ void check_talker(const GoldenCase &c, Report &report) {
     NpyArray codes = c.golden("codes"), ref_hidden = c.golden("talker_hidden"), ref_logits = c.golden("talker_logits");
     const int calls = int(ref_hidden.dim(0)), vocab = int(ref_logits.dim(1)), eos = std::stoi(c.get("codec_eos"));
     Talker talker(c.get("talker"), c.threads);
-    if (talker.n_embd != ref_hidden.dim(1) || talker.n_vocab < vocab) throw std::runtime_error("talker shape differs from the golden's");
+    if (talker.n_embd != ref_hidden.dim(1) || talker.n_vocab < vocab)
+        throw std::runtime_error("talker shape differs from the golden's");
     std::set<int32_t> history;
     int identical = 0;
     bool stopped_at_eos = false;
     double min_hidden_cos = 1.0, min_logits_cos = 1.0;
     teacher_force(talker, c, calls, vocab, [&](int call, const float *hidden, const float *codec_logits) {
-        min_hidden_cos = std::min(min_hidden_cos, cosine(hidden, &ref_hidden.f32[size_t(call) * size_t(talker.n_embd)], size_t(talker.n_embd)));
-        min_logits_cos = std::min(min_logits_cos, cosine(codec_logits, &ref_logits.f32[size_t(call) * size_t(vocab)], size_t(vocab)));
+        min_hidden_cos = std::min(min_hidden_cos, cosine(hidden, &ref_hidden.f32[size_t(call) * size_t(talker.n_embd)],
+                                                         size_t(talker.n_embd)));
+        min_logits_cos = std::min(min_logits_cos,
+                                  cosine(codec_logits, &ref_logits.f32[size_t(call) * size_t(vocab)], size_t(vocab)));
         int32_t cb0 = greedy_cb0(codec_logits, vocab, eos, history, call);
         history.insert(cb0);
         if (call == calls - 1) {  // the reference's last call: EOS, or the frame budget ran out
@@ -162,7 +171,8 @@ void check_talker(const GoldenCase &c, Report &report) {
     report.gate(name + " talker CB0", identical == codes.dim(0) && stopped_at_eos == want_eos,
                 fmt("%d/%lld frames identical; last call %s EOS (reference: %s)", identical, (long long)codes.dim(0),
                     stopped_at_eos ? "picks" : "does not pick", want_eos ? "EOS" : "frame budget"));
-    report.gate(name + " talker hidden and logits", min_hidden_cos >= c.gate("cosine_min") && min_logits_cos >= c.gate("cosine_min"),
+    report.gate(name + " talker hidden and logits",
+                min_hidden_cos >= c.gate("cosine_min") && min_logits_cos >= c.gate("cosine_min"),
                 fmt("%d calls: min cosine hidden %.7f, logits %.7f", calls, min_hidden_cos, min_logits_cos));
 }
 
@@ -205,10 +215,12 @@ void check_talker_repack(const GoldenCase &c, Report &report) {
             min_logits_cos = std::min(min_logits_cos, cosine(logits, r + n_embd, size_t(vocab)));
         });
         const std::string label = name + " talker " + type_name;
-        const std::string figures = fmt("%s; %d/%d %s products of the decoding steps on CPU_REPACK (this build: %s)", layouts.c_str(),
-                                        count.repacked, count.products, type_name, repack_features(want).c_str());
+        const std::string figures =
+            fmt("%s; %d/%d %s products of the decoding steps on CPU_REPACK (this build: %s)", layouts.c_str(),
+                count.repacked, count.products, type_name, repack_features(want).c_str());
         if (ARM)
-            report.gate(label + " on ggml's repacked kernels", layouts_ok && count.products > 0 && count.repacked == count.products, figures);
+            report.gate(label + " on ggml's repacked kernels",
+                        layouts_ok && count.products > 0 && count.repacked == count.products, figures);
         else
             report.info(label + " repacking", figures);
         const double gate = c.gate("quantized_cosine_min");

@@ -4,8 +4,8 @@
 // none and runs once. --stage runs only the named stages' checks (as the TIME lines name them;
 // all by default). Prints one line per gate; exits 1 if any gate fails.
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <set>
@@ -25,8 +25,8 @@ void check_cpu_features(Report &report) {
                 fmt("NEON %d, dotprod %d, fp16 vector arithmetic %d (i8mm %d, SVE %d)", ggml_cpu_has_neon(),
                     ggml_cpu_has_dotprod(), ggml_cpu_has_fp16_va(), ggml_cpu_has_matmul_int8(), ggml_cpu_has_sve()));
 #else
-    report.info("ggml CPU kernels", fmt("not aarch64: AVX2 %d, F16C %d, FMA %d", ggml_cpu_has_avx2(), ggml_cpu_has_f16c(),
-                                        ggml_cpu_has_fma()));
+    report.info("ggml CPU kernels", fmt("not aarch64: AVX2 %d, F16C %d, FMA %d", ggml_cpu_has_avx2(),
+                                        ggml_cpu_has_f16c(), ggml_cpu_has_fma()));
 #endif
 }
 
@@ -51,9 +51,12 @@ int main(int argc, char **argv) {
     int first = 1, threads = 2;
     for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
         const std::string option = argv[first];
-        if (option == "--threads") threads = std::atoi(argv[first + 1]);
-        else if (option == "--stage") stages.insert(argv[first + 1]);
-        else break;
+        if (option == "--threads")
+            threads = std::atoi(argv[first + 1]);
+        else if (option == "--stage")
+            stages.insert(argv[first + 1]);
+        else
+            break;
     }
     if ((first < argc && argv[first][0] == '-') || threads < 1) {
         std::fprintf(stderr, "usage: %s [--threads N] [--stage NAME]... [CASE_FILE...]\n", argv[0]);

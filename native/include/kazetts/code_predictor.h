@@ -50,9 +50,9 @@ typedef enum kz_cp_kernel_choice {
 } kz_cp_kernel_choice;
 
 typedef struct kz_cp_params {
-    int32_t n_threads;    /* >= 1 */
-    int32_t weight_type;  /* a kz_cp_weight_type */
-    int32_t kernels;      /* a kz_cp_kernel_choice */
+    int32_t n_threads;   /* >= 1 */
+    int32_t weight_type; /* a kz_cp_weight_type */
+    int32_t kernels;     /* a kz_cp_kernel_choice */
 } kz_cp_params;
 
 /* Sampling of CB1..15, as Hugging Face generate with the reference's subtalker settings:
@@ -68,8 +68,8 @@ typedef struct kz_cp_sampling {
     float temperature;
     int32_t top_k;
     float top_p;
-    const double *uniforms;  /* optional, 15 values */
-    uint64_t *rng_state;     /* optional, in/out */
+    const double *uniforms; /* optional, 15 values */
+    uint64_t *rng_state;    /* optional, in/out */
 } kz_cp_sampling;
 
 /* Defaults: n_threads 2, weights AUTO, kernels AUTO. */
@@ -79,8 +79,7 @@ KZ_API kz_cp_sampling kz_cp_default_sampling(void);
 
 /* Loads the code predictor from an mmproj GGUF. On success *out is a new handle; on failure
  * *out is NULL and the message is written to err (err_len bytes, NUL-terminated). */
-KZ_API int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor **out,
-                      char *err, size_t err_len);
+KZ_API int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor **out, char *err, size_t err_len);
 KZ_API void kz_cp_free(kz_code_predictor *cp);
 
 /* Model shape: talker hidden width (input), code predictor width, codebook count (15),
@@ -99,8 +98,8 @@ KZ_API int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads);
  * may be NULL) and, when logits_out is not NULL, the raw logits [n_codebooks * vocab].
  * sampling NULL = greedy. */
 KZ_API int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0,
-                               const kz_cp_sampling *sampling, int32_t *codes_out,
-                               float *embedding_sum_out, float *logits_out);
+                               const kz_cp_sampling *sampling, int32_t *codes_out, float *embedding_sum_out,
+                               float *logits_out);
 
 /* The summed embedding of 16 codes [CB0..CB15] without running the model (what
  * kz_cp_predict_frame writes to embedding_sum_out). */

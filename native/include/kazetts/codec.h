@@ -25,23 +25,24 @@ typedef struct kz_codec kz_codec;
 typedef enum kz_codec_weights {
     KZ_CODEC_WEIGHTS_F32 = 0, /* every weight in F32: the reference path */
     KZ_CODEC_WEIGHTS_F16 = 1  /* every conv / linear weight in F16: fast path; the convs and ConvTransposes multiply
-                                 them with F32 inputs and sums, the linears round their inputs to F16; codebooks, norms, biases, Snake and the last conv stay F32 */
+                                 them with F32 inputs and sums, the linears round their inputs to F16; codebooks, norms,
+                                 biases, Snake and the last conv stay F32 */
 } kz_codec_weights;
 
 /* Loads the codec decoder (a.gen.wav.*) from an mmproj GGUF. n_threads >= 1.
  * On failure returns a status, *out = NULL, and the message in err (err may be NULL). */
-KZ_API int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec **out,
-                         char *err, size_t err_len);
+KZ_API int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec **out, char *err,
+                         size_t err_len);
 
 KZ_API void kz_codec_free(kz_codec *codec);
 
 /* The handle's last error message ("" if none); valid until the next call on the handle. */
 KZ_API const char *kz_codec_last_error(const kz_codec *codec);
 
-KZ_API int kz_codec_n_codebooks(const kz_codec *codec);       /* 16 */
+KZ_API int kz_codec_n_codebooks(const kz_codec *codec);          /* 16 */
 KZ_API int kz_codec_codebook_size(const kz_codec *codec, int q); /* valid codes are [0, size) */
-KZ_API int kz_codec_samples_per_frame(const kz_codec *codec); /* 1920 */
-KZ_API int kz_codec_sample_rate(const kz_codec *codec);       /* 24000 */
+KZ_API int kz_codec_samples_per_frame(const kz_codec *codec);    /* 1920 */
+KZ_API int kz_codec_sample_rate(const kz_codec *codec);          /* 24000 */
 
 /* Sizes of the intermediate outputs, per frame: quantizer (codebook_dim), pre-conv and
  * transformer (latent_dim), upsample (latent_dim channels, upsample_factor steps a frame). */
@@ -54,20 +55,20 @@ KZ_API int kz_codec_set_max_chunk(kz_codec *codec, int n_frames);
 
 /* Full decode of n_frames frames: out receives n_frames * samples_per_frame samples
  * (capacity is the size of out in floats). */
-KZ_API int kz_codec_decode(kz_codec *codec, const int32_t *codes, int n_frames, int n_codebooks,
-                           float *out, size_t capacity);
+KZ_API int kz_codec_decode(kz_codec *codec, const int32_t *codes, int n_frames, int n_codebooks, float *out,
+                           size_t capacity);
 
 /* Full decode with intermediate outputs (each may be NULL), all time-major, channel fastest:
  * quantized [n_frames][codebook_dim], pre_conv [n_frames][latent_dim],
  * transformer [n_frames][latent_dim], upsample [n_frames * factor][latent_dim]. */
-KZ_API int kz_codec_decode_debug(kz_codec *codec, const int32_t *codes, int n_frames, int n_codebooks,
-                                 float *out, size_t capacity, float *quantized, float *pre_conv,
-                                 float *transformer, float *upsample);
+KZ_API int kz_codec_decode_debug(kz_codec *codec, const int32_t *codes, int n_frames, int n_codebooks, float *out,
+                                 size_t capacity, float *quantized, float *pre_conv, float *transformer,
+                                 float *upsample);
 
 /* Streams n_frames more frames (n_frames may be 0); *written = n_frames * samples_per_frame.
  * On error the stream is left as it was before the call. */
-KZ_API int kz_codec_stream_push(kz_codec *codec, const int32_t *codes, int n_frames, int n_codebooks,
-                                float *out, size_t capacity, size_t *written);
+KZ_API int kz_codec_stream_push(kz_codec *codec, const int32_t *codes, int n_frames, int n_codebooks, float *out,
+                                size_t capacity, size_t *written);
 
 /* Frames pushed since the last reset. */
 KZ_API int64_t kz_codec_stream_position(const kz_codec *codec);

@@ -33,7 +33,7 @@ KZ_API void kz_codec_encoder_free(kz_codec_encoder *enc);
 /* The handle's last error message ("" if none); valid until the next call on the handle. */
 KZ_API const char *kz_codec_encoder_last_error(const kz_codec_encoder *enc);
 
-KZ_API int kz_codec_encoder_n_codebooks(const kz_codec_encoder *enc);      /* 16 */
+KZ_API int kz_codec_encoder_n_codebooks(const kz_codec_encoder *enc);       /* 16 */
 KZ_API int kz_codec_encoder_samples_per_frame(const kz_codec_encoder *enc); /* 1920 */
 KZ_API int kz_codec_encoder_sample_rate(const kz_codec_encoder *enc);       /* 24000 */
 KZ_API int kz_codec_encoder_hidden(const kz_codec_encoder *enc);            /* 512: width of the debug outputs */

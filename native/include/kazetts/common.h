@@ -27,8 +27,8 @@ typedef enum kz_status {
     KZ_ERR_IO = 2,               /* the file cannot be opened or read */
     KZ_ERR_FORMAT = 3,           /* the file is not what it should be: missing tensor, wrong shape, bad type */
     KZ_ERR_NO_MEMORY = 4,
-    KZ_ERR_COMPUTE = 5,          /* ggml failed to run a graph */
-    KZ_ERR_STATE = 6             /* a call out of order (e.g. decoding after a failed step) */
+    KZ_ERR_COMPUTE = 5, /* ggml failed to run a graph */
+    KZ_ERR_STATE = 6    /* a call out of order (e.g. decoding after a failed step) */
 } kz_status;
 
 /* The library's ABI version; bumped whenever a signature or struct changes. */

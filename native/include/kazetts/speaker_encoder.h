@@ -23,8 +23,8 @@ typedef struct kz_speaker_encoder kz_speaker_encoder;
 /* Loads the speaker encoder from an mmproj GGUF. n_threads >= 1. An mmproj without one
  * (CustomVoice, VoiceDesign) gives KZ_ERR_FORMAT. On failure *out = NULL and the message is in
  * err (err may be NULL). */
-KZ_API int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out,
-                                   char *err, size_t err_len);
+KZ_API int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out, char *err,
+                                   size_t err_len);
 
 KZ_API void kz_speaker_encoder_free(kz_speaker_encoder *enc);
 
@@ -39,8 +39,8 @@ KZ_API int kz_speaker_encoder_set_threads(kz_speaker_encoder *enc, int n_threads
 
 /* The x-vector of n_frames mel frames (frame-major [n_frames][n_mels]) into out (capacity
  * floats, at least kz_speaker_encoder_dim). */
-KZ_API int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels,
-                                     float *out, size_t capacity);
+KZ_API int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels, float *out,
+                                     size_t capacity);
 
 #ifdef __cplusplus
 }

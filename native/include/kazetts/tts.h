@@ -31,17 +31,17 @@ extern "C" {
 typedef struct kz_tts kz_tts;
 
 typedef struct kz_tts_params {
-    uint32_t struct_size;   /* sizeof(kz_tts_params) */
-    int32_t n_threads;      /* >= 1; default 2 */
-    int32_t codec_weights;  /* a kz_codec_weights; default KZ_CODEC_WEIGHTS_F16 */
-    int32_t cp_weights;     /* a kz_cp_weight_type; default KZ_CP_WEIGHTS_AUTO */
-    int32_t n_ctx;          /* talker positions per piece (prompt + frames); default 2048 */
-    int32_t n_batch;        /* talker prefill chunk; default 64 */
-    int32_t verbose;        /* 1: keep llama.cpp's log on stderr; default 0 */
-    int32_t codec_threads;  /* the codec decoder's own threads, overlapped with the talker and code
-                             * predictor (which keep n_threads): 0 = serial (the codec runs between
-                             * frames on n_threads); < 0 (default) = kz_tts_auto_codec_threads(n_threads).
-                             * The audio, chunks and callbacks are the same either way. */
+    uint32_t struct_size;  /* sizeof(kz_tts_params) */
+    int32_t n_threads;     /* >= 1; default 2 */
+    int32_t codec_weights; /* a kz_codec_weights; default KZ_CODEC_WEIGHTS_F16 */
+    int32_t cp_weights;    /* a kz_cp_weight_type; default KZ_CP_WEIGHTS_AUTO */
+    int32_t n_ctx;         /* talker positions per piece (prompt + frames); default 2048 */
+    int32_t n_batch;       /* talker prefill chunk; default 64 */
+    int32_t verbose;       /* 1: keep llama.cpp's log on stderr; default 0 */
+    int32_t codec_threads; /* the codec decoder's own threads, overlapped with the talker and code
+                            * predictor (which keep n_threads): 0 = serial (the codec runs between
+                            * frames on n_threads); < 0 (default) = kz_tts_auto_codec_threads(n_threads).
+                            * The audio, chunks and callbacks are the same either way. */
 } kz_tts_params;
 
 KZ_API kz_tts_params kz_tts_default_params(void);
@@ -53,8 +53,8 @@ KZ_API int32_t kz_tts_auto_codec_threads(int32_t n_threads);
 
 /* Loads a model: the talker GGUF (arch qwen3tts) and the mmproj GGUF (code predictor, codec).
  * On failure returns a status, *out = NULL and the message in err (err may be NULL). */
-KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const kz_tts_params *params,
-                       kz_tts **out, char *err, size_t err_len);
+KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const kz_tts_params *params, kz_tts **out,
+                       char *err, size_t err_len);
 
 /* Frees the handle (NULL is allowed). Not while synthesize runs on it. */
 KZ_API void kz_tts_free(kz_tts *tts);
@@ -70,9 +70,9 @@ KZ_API int32_t kz_tts_sample_rate(const kz_tts *tts);
 KZ_API const char *kz_tts_last_error(const kz_tts *tts);
 
 typedef enum kz_tts_stop {
-    KZ_TTS_STOP_EOS = 0,       /* every piece ended with end-of-speech */
-    KZ_TTS_STOP_BUDGET = 1,    /* a piece reached its frame budget (max_frames or the text-length guard) */
-    KZ_TTS_STOP_CANCELLED = 2  /* kz_tts_cancel, or the callback returned 0 */
+    KZ_TTS_STOP_EOS = 0,      /* every piece ended with end-of-speech */
+    KZ_TTS_STOP_BUDGET = 1,   /* a piece reached its frame budget (max_frames or the text-length guard) */
+    KZ_TTS_STOP_CANCELLED = 2 /* kz_tts_cancel, or the callback returned 0 */
 } kz_tts_stop;
 
 /* One request. Strings are UTF-8; NULL or "" means "not given". The text is at most 100000 code
@@ -83,26 +83,26 @@ typedef enum kz_tts_stop {
  * their ranges are checked greedy or not: temperatures and the penalty finite and > 0, top-k
  * >= 0, top-p in (0, 1]; and chunk_frames >= 1, max_frames and min_frames >= 0. */
 typedef struct kz_tts_request {
-    uint32_t struct_size;       /* sizeof(kz_tts_request) */
-    const char *speaker;        /* a named speaker (CustomVoice), case-insensitive */
-    const char *language;       /* "auto" (NULL) or one of the model's languages */
-    const char *instruct;       /* VoiceDesign, 1.7B CustomVoice */
-    const float *xvector;       /* speaker x-vector (Base), xvector_size floats; excludes speaker */
+    uint32_t struct_size; /* sizeof(kz_tts_request) */
+    const char *speaker;  /* a named speaker (CustomVoice), case-insensitive */
+    const char *language; /* "auto" (NULL) or one of the model's languages */
+    const char *instruct; /* VoiceDesign, 1.7B CustomVoice */
+    const float *xvector; /* speaker x-vector (Base), xvector_size floats; excludes speaker */
     int32_t xvector_len;
-    int32_t text_streaming;     /* 1 (default): the reference's streaming text mode */
-    int32_t greedy;             /* 1: argmax after the logits processors (penalty still applies) */
-    float temperature;          /* talker CB0 sampling: 0.9 */
-    int32_t top_k;              /* 50 (0 = off) */
-    float top_p;                /* 1.0 (off) */
-    float repetition_penalty;   /* 1.05 over the CB0 ids generated so far */
-    float cp_temperature;       /* code predictor CB1..15 sampling: 0.9 */
-    int32_t cp_top_k;           /* 50 */
-    float cp_top_p;             /* 1.0 */
-    int64_t seed;               /* >= 0: reproducible sampling; < 0 (default): a random seed */
-    int32_t max_frames;         /* frames per piece; 0 (default): a budget from the piece's length */
-    int32_t chunk_frames;       /* frames per codec push after a piece's first frame; default 4 */
-    int32_t min_frames;         /* end-of-speech banned until a piece has this many frames: 2 (the
-                                 * reference's min_new_tokens); a piece still ends at its budget */
+    int32_t text_streaming;   /* 1 (default): the reference's streaming text mode */
+    int32_t greedy;           /* 1: argmax after the logits processors (penalty still applies) */
+    float temperature;        /* talker CB0 sampling: 0.9 */
+    int32_t top_k;            /* 50 (0 = off) */
+    float top_p;              /* 1.0 (off) */
+    float repetition_penalty; /* 1.05 over the CB0 ids generated so far */
+    float cp_temperature;     /* code predictor CB1..15 sampling: 0.9 */
+    int32_t cp_top_k;         /* 50 */
+    float cp_top_p;           /* 1.0 */
+    int64_t seed;             /* >= 0: reproducible sampling; < 0 (default): a random seed */
+    int32_t max_frames;       /* frames per piece; 0 (default): a budget from the piece's length */
+    int32_t chunk_frames;     /* frames per codec push after a piece's first frame; default 4 */
+    int32_t min_frames;       /* end-of-speech banned until a piece has this many frames: 2 (the
+                               * reference's min_new_tokens); a piece still ends at its budget */
 } kz_tts_request;
 
 KZ_API kz_tts_request kz_tts_default_request(void);
@@ -111,12 +111,12 @@ KZ_API kz_tts_request kz_tts_default_request(void);
  * during the call only. Across pieces of a long text the last 10 ms of a piece are held back
  * and crossfaded into the next piece, so n_samples is not always n_frames * 1920. */
 typedef struct kz_tts_chunk {
-    const float *samples;   /* mono float PCM in [-1, 1] at the model's sample rate */
+    const float *samples; /* mono float PCM in [-1, 1] at the model's sample rate */
     int32_t n_samples;
-    const int32_t *codes;   /* [n_frames][16] codes of the frames decoded for this chunk */
+    const int32_t *codes; /* [n_frames][16] codes of the frames decoded for this chunk */
     int32_t n_frames;
-    int32_t piece;          /* index of the text piece */
-    int32_t frames_total;   /* frames decoded so far in the request */
+    int32_t piece;        /* index of the text piece */
+    int32_t frames_total; /* frames decoded so far in the request */
 } kz_tts_chunk;
 
 /* Return non-zero to continue, 0 to stop (the request then ends as KZ_TTS_STOP_CANCELLED). */
@@ -124,8 +124,8 @@ typedef int32_t (*kz_tts_chunk_cb)(const kz_tts_chunk *chunk, void *user_data);
 
 /* Per-request figures (milliseconds). talker_ms includes prefill_ms. */
 typedef struct kz_tts_result {
-    uint32_t struct_size;     /* sizeof(kz_tts_result), set by the caller */
-    int32_t stop_reason;      /* a kz_tts_stop */
+    uint32_t struct_size; /* sizeof(kz_tts_result), set by the caller */
+    int32_t stop_reason;  /* a kz_tts_stop */
     int32_t n_frames;
     int32_t n_pieces;
     int32_t pieces_at_budget;
@@ -139,8 +139,8 @@ typedef struct kz_tts_result {
  * frame, then every chunk_frames frames. callback may be NULL (codes and result only).
  * A cancelled or stopped request returns KZ_OK with stop_reason KZ_TTS_STOP_CANCELLED.
  * result may be NULL. */
-KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request,
-                             kz_tts_chunk_cb callback, void *user_data, kz_tts_result *result);
+KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request, kz_tts_chunk_cb callback,
+                             void *user_data, kz_tts_result *result);
 
 /* Stops the running request within one frame (with codec_threads, after the codec push that is
  * running, if any: its audio is dropped); no chunk is delivered after the cancel is seen. Safe

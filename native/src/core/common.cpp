@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -87,12 +87,18 @@ int64_t kz_release_file_pages(const char *path, uint64_t offset, uint64_t length
         unsigned long long start, end, file_offset, inode;
         unsigned int dev_major, dev_minor;
         char perms[8];
-        if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &file_offset, &dev_major, &dev_minor, &inode) != 7) continue;
+        if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &file_offset, &dev_major,
+                        &dev_minor, &inode) != 7)
+            continue;
         // read-only mappings of this file only: dropping their pages loses nothing
-        if (inode != (unsigned long long)st.st_ino || dev_major != major(st.st_dev) || dev_minor != minor(st.st_dev) || perms[1] != '-') continue;
-        const uint64_t lo = std::max<uint64_t>(offset, file_offset), hi = std::min<uint64_t>(end_of_range, file_offset + (end - start));
+        if (inode != (unsigned long long)st.st_ino || dev_major != major(st.st_dev) || dev_minor != minor(st.st_dev) ||
+            perms[1] != '-')
+            continue;
+        const uint64_t lo = std::max<uint64_t>(offset, file_offset),
+                       hi = std::min<uint64_t>(end_of_range, file_offset + (end - start));
         if (lo >= hi) continue;
-        const uint64_t a = (start + (lo - file_offset) + page - 1) / page * page, b = (start + (hi - file_offset)) / page * page;
+        const uint64_t a = (start + (lo - file_offset) + page - 1) / page * page,
+                       b = (start + (hi - file_offset)) / page * page;
         if (b > a && madvise((void *)a, b - a, MADV_DONTNEED) == 0) released += (int64_t)(b - a);
     }
     std::fclose(maps);
@@ -135,7 +141,8 @@ GgufFile::GgufFile(const char *path, bool meta) : path_(path ? path : "") {
         }
         const int64_t *ne = gguf_get_tensor_ne(g_, i);
         for (int d = 0; d < GGML_MAX_DIMS; d++) {
-            if (ne[d] < 1 || ne[d] > INT_MAX) throw error("tensor " + name + " has shape " + shape_str(ne, GGML_MAX_DIMS));
+            if (ne[d] < 1 || ne[d] > INT_MAX)
+                throw error("tensor " + name + " has shape " + shape_str(ne, GGML_MAX_DIMS));
         }
     }
 }
@@ -162,8 +169,10 @@ std::vector<uint8_t> GgufFile::read(int64_t id) const {
 
 void GgufFile::read_part(int64_t id, uint64_t at, size_t nbytes, void *dst) const {
     const uint64_t size = gguf_get_tensor_size(g_, id);
-    if (at > size || nbytes > size - at) throw error(std::string("read past the end of tensor ") + gguf_get_tensor_name(g_, id));
-    const uint64_t off = (uint64_t)gguf_get_data_offset(g_) + gguf_get_tensor_offset(g_, id) + at;  // inside the file: checked on open
+    if (at > size || nbytes > size - at)
+        throw error(std::string("read past the end of tensor ") + gguf_get_tensor_name(g_, id));
+    const uint64_t off =
+        (uint64_t)gguf_get_data_offset(g_) + gguf_get_tensor_offset(g_, id) + at;  // inside the file: checked on open
     if (off > (uint64_t)std::numeric_limits<off_t>::max() || fseeko(f_, (off_t)off, SEEK_SET) != 0 ||
         std::fread(dst, 1, nbytes, f_) != nbytes) {
         throw error(std::string("cannot read tensor ") + gguf_get_tensor_name(g_, id), KZ_ERR_IO);

@@ -13,11 +13,13 @@ ggml_tensor *GgufReader::src(const std::string &name, bool required) const {
 }
 
 std::vector<float> GgufReader::read(const ggml_tensor *t) const {
-    need(can_dequantize(t->type), std::string("tensor ") + t->name + " has unsupported type " + ggml_type_name(t->type));
+    need(can_dequantize(t->type),
+         std::string("tensor ") + t->name + " has unsupported type " + ggml_type_name(t->type));
     const int64_t id = gguf_find_tensor(file.gguf(), t->name);
     std::vector<float> out(ggml_nelements(t));
     if (t->type == GGML_TYPE_F32) {  // read in place: no second copy of the largest tensors
-        need(gguf_get_tensor_size(file.gguf(), id) == out.size() * sizeof(float), std::string("tensor ") + t->name + " has a wrong size");
+        need(gguf_get_tensor_size(file.gguf(), id) == out.size() * sizeof(float),
+             std::string("tensor ") + t->name + " has a wrong size");
         file.read_part(id, 0, out.size() * sizeof(float), out.data());
     } else {
         const std::vector<uint8_t> raw = file.read(id);
@@ -81,7 +83,8 @@ std::vector<float> conv_taps(const std::vector<float> &w, int cout, int cin, int
     std::vector<float> p(w.size());
     for (int o = 0; o < cout; o++)
         for (int ci = 0; ci < cin; ci++)
-            for (int j = 0; j < k; j++) p[ci + (size_t)cin * (j + (size_t)k * o)] = w[j + (size_t)k * (ci + (size_t)cin * o)];
+            for (int j = 0; j < k; j++)
+                p[ci + (size_t)cin * (j + (size_t)k * o)] = w[j + (size_t)k * (ci + (size_t)cin * o)];
     return p;
 }
 

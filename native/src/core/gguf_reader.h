@@ -14,7 +14,7 @@
 namespace kz {
 
 class GgufReader {
-public:
+  public:
     explicit GgufReader(const char *path_) : file(path_, true), path(path_) {}
 
     // The tensor's metadata (shape, type; no data); nullptr when absent and not required.
@@ -39,7 +39,7 @@ public:
     const GgufFile file;
     const std::string path;
 
-private:
+  private:
     int64_t required_key(const std::string &key) const;
 };
 

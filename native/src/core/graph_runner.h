@@ -36,7 +36,8 @@ struct GraphRunner {
     void compute(ggml_cgraph *gf, int n_threads, const char *what) {
         ggml_backend_cpu_set_n_threads(backend, n_threads);
         if (!std::getenv("KAZETTS_PROFILE_NODES")) {
-            if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, std::string(what) + " graph failed");
+            if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS)
+                throw Error(KZ_ERR_COMPUTE, std::string(what) + " graph failed");
             return;
         }
         std::map<std::string, std::pair<double, int>> per_op;
@@ -53,7 +54,8 @@ struct GraphRunner {
             ggml_free(ctx);
             if (!ok) throw Error(KZ_ERR_COMPUTE, std::string(what) + " graph failed");
             std::string key = node->op == GGML_OP_CUSTOM ? std::string("custom ") + node->name : ggml_op_desc(node);
-            if (node->op == GGML_OP_MUL_MAT) key += " K=" + std::to_string(node->src[0]->ne[0]) + (node->src[0]->ne[0] % 16 ? " (K%16)" : "");
+            if (node->op == GGML_OP_MUL_MAT)
+                key += " K=" + std::to_string(node->src[0]->ne[0]) + (node->src[0]->ne[0] % 16 ? " (K%16)" : "");
             auto &e = per_op[key];
             e.first += ms;
             e.second++;
@@ -61,7 +63,8 @@ struct GraphRunner {
         double total = 0;
         for (auto &e : per_op) total += e.second.first;
         std::fprintf(stderr, "%s: %d nodes, %.1f ms\n", what, ggml_graph_n_nodes(gf), total);
-        for (auto &e : per_op) std::fprintf(stderr, "  %-28s %5d x %8.2f ms\n", e.first.c_str(), e.second.second, e.second.first);
+        for (auto &e : per_op)
+            std::fprintf(stderr, "  %-28s %5d x %8.2f ms\n", e.first.c_str(), e.second.second, e.second.first);
     }
 
     GraphRunner() = default;

@@ -22,20 +22,20 @@
 #include <vector>
 
 #include "core/common_internal.h"
+#include "engine/model_files.h"
+#include "engine/rules.h"
+#include "engine/text_split.h"
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
 #include "stages/prompt.h"
-#include "engine/model_files.h"
-#include "engine/rules.h"
 #include "stages/sampling.h"
 #include "stages/talker.h"
 #include "stages/talker_file.h"
-#include "engine/text_split.h"
 
 namespace {
 
 const int N_CODEBOOKS = 16;
-const size_t PIECE_CHARS = 300;       // pieces of long text, in code points
+const size_t PIECE_CHARS = 300;        // pieces of long text, in code points
 const size_t MAX_TEXT_CHARS = 100000;  // one request's text, in code points (kazetts.request.MAX_TEXT_CHARS)
 const size_t CROSSFADE_SAMPLES = 240;  // 10 ms at 24 kHz between pieces
 const int BUDGET_BASE = 24, BUDGET_PER_TOKEN = 8;
@@ -126,7 +126,8 @@ struct CodecJob {
 // the talker / code predictor own separate backends and buffers.
 class CodecPipeline {
   public:
-    CodecPipeline(kz_codec *codec, int samples_per_frame, bool overlap) : codec_(codec), samples_per_frame_(samples_per_frame) {
+    CodecPipeline(kz_codec *codec, int samples_per_frame, bool overlap)
+        : codec_(codec), samples_per_frame_(samples_per_frame) {
         if (overlap) worker_ = std::thread([this] { work(); });
     }
     ~CodecPipeline() {
@@ -182,7 +183,8 @@ class CodecPipeline {
         job.audio.resize(size_t(n) * size_t(samples_per_frame_));
         size_t written = 0;
         const auto t = Clock::now();
-        job.status = kz_codec_stream_push(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(), job.audio.size(), &written);
+        job.status = kz_codec_stream_push(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(), job.audio.size(),
+                                          &written);
         job.ms = ms_since(t);
         if (job.status != KZ_OK) job.error = kz_codec_last_error(codec_);
         job.audio.resize(job.status == KZ_OK ? written : 0);
@@ -242,7 +244,8 @@ struct kz_tts {
     }
 
     std::vector<Piece> plan(const std::string &text, const kz_tts_request &r);
-    void run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user, kz_tts_result &res);
+    void run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
+             kz_tts_result &res);
 };
 
 namespace {
@@ -252,7 +255,8 @@ using kz::Error;
 void check_request(const kz_tts_request &r) {
     auto bad = [](const std::string &m) { throw Error(KZ_ERR_INVALID_ARGUMENT, m); };
     if (r.chunk_frames < 1) bad("chunk_frames must be >= 1, got " + std::to_string(r.chunk_frames));
-    if (r.max_frames < 0) bad("max_frames must be >= 0 (0: a budget from the text), got " + std::to_string(r.max_frames));
+    if (r.max_frames < 0)
+        bad("max_frames must be >= 0 (0: a budget from the text), got " + std::to_string(r.max_frames));
     if (r.min_frames < 0) bad("min_frames must be >= 0, got " + std::to_string(r.min_frames));
     if (r.xvector_len < 0 || (r.xvector_len > 0) != (r.xvector != nullptr)) bad("xvector and xvector_len disagree");
     // the ranges of kazetts.request's checks, greedy or not (a bad value is a bad request)
@@ -287,7 +291,8 @@ std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r
     if (chars.empty() || blank(chars)) throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
     const std::string instruct = str(r.instruct);
     if (!instruct.empty()) kz::decode_utf8(instruct);
-    const std::vector<int32_t> instruct_ids = instruct.empty() ? std::vector<int32_t>() : talker->tokenize(kz::instruct_text(instruct));
+    const std::vector<int32_t> instruct_ids =
+        instruct.empty() ? std::vector<int32_t>() : talker->tokenize(kz::instruct_text(instruct));
     kz::PromptRequest pr;
     pr.language = r.language && *r.language ? r.language : "auto";
     pr.speaker = str(r.speaker);
@@ -304,7 +309,9 @@ std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r
         const int room = talker->n_ctx() - int(prompt.n_prefill());
         if (budget > room) {
             budget = room;
-            if (budget < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "text too long for the talker context of " + std::to_string(talker->n_ctx()));
+            if (budget < 1)
+                throw Error(KZ_ERR_INVALID_ARGUMENT,
+                            "text too long for the talker context of " + std::to_string(talker->n_ctx()));
         }
         pieces.push_back({std::move(prompt), budget});
     }
@@ -330,8 +337,8 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
     for (size_t index = 0; index < pieces.size() && !stop; ++index) {
         const Piece &piece = pieces[index];
         const bool last_piece = index + 1 == pieces.size();
-        std::vector<int32_t> pending;  // codes of the frames waiting for the codec
-        int want = 1;                  // a piece's first frame alone, then chunk_frames
+        std::vector<int32_t> pending;        // codes of the frames waiting for the codec
+        int want = 1;                        // a piece's first frame alone, then chunk_frames
         int status = kz_codec_reset(codec);  // the pipeline is idle between pieces
         if (status != KZ_OK) throw Error(status, kz_codec_last_error(codec));
         talker->reset(int(piece.prompt.n_prefill()) + piece.budget);
@@ -438,15 +445,19 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
     std::unique_ptr<kz_tts> tts;
     int status = kz::run_guarded(
         [&] {
-            if (!talker_path || !mmproj_path || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_path, mmproj_path and out are required");
+            if (!talker_path || !mmproj_path || !out)
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_path, mmproj_path and out are required");
             const kz_tts_params p = params ? *params : kz_tts_default_params();
             if (p.struct_size != sizeof(kz_tts_params)) {
-                throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_params.struct_size is " + std::to_string(p.struct_size) + ", this library's is " +
-                                                         std::to_string(sizeof(kz_tts_params)) + ": start from kz_tts_default_params()");
+                throw Error(KZ_ERR_INVALID_ARGUMENT,
+                            "kz_tts_params.struct_size is " + std::to_string(p.struct_size) + ", this library's is " +
+                                std::to_string(sizeof(kz_tts_params)) + ": start from kz_tts_default_params()");
             }
             if (p.n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
-            if (p.codec_threads > 512) throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
-            if (p.n_ctx < 16 || p.n_batch < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
+            if (p.codec_threads > 512)
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
+            if (p.n_ctx < 16 || p.n_batch < 1)
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
             tts.reset(new kz_tts());
             tts->file.reset(new kz::TalkerFile(talker_path));
             // the talker first: llama.cpp reads all of its file in while loading, so its peak comes
@@ -462,10 +473,12 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             if (s != KZ_OK) throw Error(s, buf);
             const int codec_threads = p.codec_threads < 0 ? kz_tts_auto_codec_threads(p.n_threads) : p.codec_threads;
             tts->overlap = codec_threads > 0;
-            s = kz_codec_load(mmproj_path, tts->overlap ? codec_threads : p.n_threads, p.codec_weights, &tts->codec, buf, sizeof buf);
+            s = kz_codec_load(mmproj_path, tts->overlap ? codec_threads : p.n_threads, p.codec_weights, &tts->codec,
+                              buf, sizeof buf);
             if (s != KZ_OK) throw Error(s, buf);
             kz::check_model_files(talker_path, mmproj_path);  // (after the loaders: their errors are the precise ones)
-            if (kz_cp_n_embd_in(tts->cp) != tts->file->hidden() || kz_cp_cb0_vocab(tts->cp) != tts->file->codec_vocab()) {
+            if (kz_cp_n_embd_in(tts->cp) != tts->file->hidden() ||
+                kz_cp_cb0_vocab(tts->cp) != tts->file->codec_vocab()) {
                 throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +
                                                " (code predictor width or codec vocabulary differ)");
             }
@@ -474,8 +487,10 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             const kz::VoiceTable &v = tts->file->voices();
             std::vector<std::string> speakers;
             for (const auto &kv : v.speakers) speakers.push_back(kv.first);
-            tts->info = "{\"model_type\": " + json_string(v.model_type) + ", \"sample_rate\": " + std::to_string(tts->sample_rate) +
-                        ", \"speakers\": " + json_list(speakers) + ", \"languages\": " + json_list(v.spoken_languages()) +
+            tts->info = "{\"model_type\": " + json_string(v.model_type) +
+                        ", \"sample_rate\": " + std::to_string(tts->sample_rate) +
+                        ", \"speakers\": " + json_list(speakers) +
+                        ", \"languages\": " + json_list(v.spoken_languages()) +
                         ", \"supports_instruct\": " + (v.supports_instruct ? "true" : "false") +
                         ", \"xvector_size\": " + std::to_string(tts->file->hidden()) + "}";
         },
@@ -507,8 +522,9 @@ KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request
         [&] {
             if (!text || !request) throw Error(KZ_ERR_INVALID_ARGUMENT, "text and request are required");
             if (request->struct_size != sizeof(kz_tts_request)) {
-                throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_request.struct_size is " + std::to_string(request->struct_size) +
-                                                         ", this library's is " + std::to_string(sizeof(kz_tts_request)) +
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_request.struct_size is " +
+                                                         std::to_string(request->struct_size) + ", this library's is " +
+                                                         std::to_string(sizeof(kz_tts_request)) +
                                                          ": start from kz_tts_default_request()");
             }
             if (result && result->struct_size != sizeof(kz_tts_result)) {

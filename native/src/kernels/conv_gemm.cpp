@@ -18,27 +18,31 @@ template <int L>
 struct Lanes {
     typedef float type __attribute__((vector_size(L * sizeof(float))));
 };
-constexpr int kGemmCols = 6;                   // output columns a kernel call keeps in registers
-constexpr int kGemmDepth = 256;                // input channels of one tap done (and F16 widened, reused over T) at once
-                                               // (half as many by a kernel of 4 blocks: its widened weights stay in L1)
-constexpr int64_t kGemmSpan = 42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
+constexpr int kGemmCols = 6;     // output columns a kernel call keeps in registers
+constexpr int kGemmDepth = 256;  // input channels of one tap done (and F16 widened, reused over T) at once
+                                 // (half as many by a kernel of 4 blocks: its widened weights stay in L1)
+constexpr int64_t kGemmSpan =
+    42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
 alignas(64) const float kZeros[kGemmDepth] = {};
 
 // out[r][n] (RB blocks of rows, NC columns) = (first ? bias : out) + sum over i < depth of w[r][i] * cols[n][i],
 // w[r] at w + r * wstride, in vectors of L rows. Every row sums in the same order whatever RB, NC and L.
 template <int L, int NC, int RB>
-inline __attribute__((always_inline)) void gemm_tile(const float *w, int64_t wstride, const float *const *cols, int64_t depth,
-                                                     float *const (*out)[kGemmCols], bool first, const float *const *bias) {
+inline __attribute__((always_inline)) void gemm_tile(const float *w, int64_t wstride, const float *const *cols,
+                                                     int64_t depth, float *const (*out)[kGemmCols], bool first,
+                                                     const float *const *bias) {
     using V = typename Lanes<L>::type;
     constexpr int S = kPackRows / L;  // vectors per block
     V acc[RB * S][NC];
     for (int r = 0; r < RB; r++)
         for (int s = 0; s < S; s++)
-            for (int n = 0; n < NC; n++) __builtin_memcpy(&acc[r * S + s][n], (first ? bias[r] : out[r][n]) + s * L, sizeof(V));
+            for (int n = 0; n < NC; n++)
+                __builtin_memcpy(&acc[r * S + s][n], (first ? bias[r] : out[r][n]) + s * L, sizeof(V));
     for (int64_t i = 0; i < depth; i++) {
         V wv[RB * S];
         for (int r = 0; r < RB; r++)
-            for (int s = 0; s < S; s++) __builtin_memcpy(&wv[r * S + s], w + r * wstride + i * kPackRows + s * L, sizeof(V));
+            for (int s = 0; s < S; s++)
+                __builtin_memcpy(&wv[r * S + s], w + r * wstride + i * kPackRows + s * L, sizeof(V));
         for (int n = 0; n < NC; n++) {
             const float xv = cols[n][i];
             for (int q = 0; q < RB * S; q++) acc[q][n] += wv[q] * xv;
@@ -50,8 +54,9 @@ inline __attribute__((always_inline)) void gemm_tile(const float *w, int64_t wst
 }
 
 template <int L, int RB>
-inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, int64_t wstride, const float *const *cols, int64_t depth,
-                                                     float *const (*out)[kGemmCols], bool first, const float *const *bias) {
+inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, int64_t wstride, const float *const *cols,
+                                                     int64_t depth, float *const (*out)[kGemmCols], bool first,
+                                                     const float *const *bias) {
     switch (nc) {
         case 1: gemm_tile<L, 1, RB>(w, wstride, cols, depth, out, first, bias); break;
         case 2: gemm_tile<L, 2, RB>(w, wstride, cols, depth, out, first, bias); break;
@@ -63,7 +68,8 @@ inline __attribute__((always_inline)) void gemm_cols(int nc, const float *w, int
 }
 
 // Input channels c0.. of the step that output step t's tap j reads (see ConvShape), or zeros.
-inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_tensor *prev, int64_t t, int j, int64_t c0) {
+inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_tensor *prev, int64_t t, int j,
+                           int64_t c0) {
     const int64_t steps = x->ne[1];
     int64_t col = t * c.stride + (int64_t)j * c.dil - c.pad_left;
     if (col < 0 || col >= steps) {
@@ -87,12 +93,18 @@ inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_
 struct Taps {
     const ConvShape &c;
     const ggml_tensor *x, *prev;
-    int64_t K, steps, max_piece, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
+    int64_t K, steps, max_piece, left = 0,
+                                 right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
     bool flat;
     std::vector<float> edge;
 
     Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T, int64_t max_piece_)
-        : c(c_), x(x_), prev(prev_), K((int64_t)c_.cin * c_.k), steps(x_->ne[1]), max_piece(max_piece_),
+        : c(c_),
+          x(x_),
+          prev(prev_),
+          K((int64_t)c_.cin * c_.k),
+          steps(x_->ne[1]),
+          max_piece(max_piece_),
           flat(c_.k > 1 && c_.dil == 1 && x_->nb[1] == (size_t)c_.cin * sizeof(float)) {
         if (!flat) return;
         left = std::min<int64_t>(T, (c.pad_left + c.stride - 1) / c.stride);
@@ -110,7 +122,9 @@ struct Taps {
         }
     }
     // the pieces of the depth (of at most max_piece rows): count, then piece p's first row and length
-    int64_t pieces() const { return flat ? (K + max_piece - 1) / max_piece : c.k * ((c.cin + max_piece - 1) / max_piece); }
+    int64_t pieces() const {
+        return flat ? (K + max_piece - 1) / max_piece : c.k * ((c.cin + max_piece - 1) / max_piece);
+    }
     void piece(int64_t p, int64_t &i0, int64_t &n) const {
         if (flat) {
             i0 = p * max_piece;
@@ -162,7 +176,8 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
                 int64_t wstride = K * kPackRows;
                 if (w->type == GGML_TYPE_F16) {
                     for (int r = 0; r < rb; r++)
-                        ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows, depth * kPackRows);
+                        ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows,
+                                              depth * kPackRows);
                     wp = wf;
                     wstride = depth * kPackRows;
                 }
@@ -186,13 +201,18 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
                             out[0][n] = spill + n * kPackRows;
                         }
                     }
-                    if (rb == RB) gemm_cols<L, RB>(nc, wp, wstride, cols, depth, out, first, bv);
+                    if (rb == RB)
+                        gemm_cols<L, RB>(nc, wp, wstride, cols, depth, out, first, bv);
                     else if constexpr (RB > 2) {  // (below 3 blocks the rest is one block at a time)
-                        if (rb == 2) gemm_cols<L, 2>(nc, wp, wstride, cols, depth, out, first, bv);
-                        else gemm_cols<L, 1>(nc, wp, wstride, cols, depth, out, first, bv);
-                    } else gemm_cols<L, 1>(nc, wp, wstride, cols, depth, out, first, bv);
+                        if (rb == 2)
+                            gemm_cols<L, 2>(nc, wp, wstride, cols, depth, out, first, bv);
+                        else
+                            gemm_cols<L, 1>(nc, wp, wstride, cols, depth, out, first, bv);
+                    } else
+                        gemm_cols<L, 1>(nc, wp, wstride, cols, depth, out, first, bv);
                     if (partial)
-                        for (int n = 0; n < nc; n++) std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
+                        for (int n = 0; n < nc; n++)
+                            std::memcpy(dd + (t0 + n) * ds + r0, spill + n * kPackRows, (size_t)valid * sizeof(float));
                 }
                 b += rb;
             }
@@ -213,12 +233,16 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
 // conv_gemm compiled for the CPU's vector width (target_clones' arch= picks by CPU model, not by
 // features, so the choice is made here)
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) { conv_gemm<16, 4>(d, i, n, u); }
-__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) { conv_gemm<8, 1>(d, i, n, u); }
+__attribute__((target("avx512f,fma"))) static void conv_gemm_avx512(ggml_tensor *d, int i, int n, void *u) {
+    conv_gemm<16, 4>(d, i, n, u);
+}
+__attribute__((target("avx2,fma"))) static void conv_gemm_avx2(ggml_tensor *d, int i, int n, void *u) {
+    conv_gemm<8, 1>(d, i, n, u);
+}
 using Kernel = void (*)(ggml_tensor *, int, int, void *);
 static Kernel kernel() {
-    static const Kernel k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")  ? conv_gemm_avx512
-                            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? conv_gemm_avx2
+    static const Kernel k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") ? conv_gemm_avx512
+                            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")  ? conv_gemm_avx2
                                                                                                : conv_gemm<4, 1>;
     return k;
 }

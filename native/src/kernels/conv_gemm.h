@@ -5,8 +5,8 @@
 // order (tap-major, then input channel) whatever T, the chunking or the threads. Internal.
 #pragma once
 
-#include "kernels/custom_op.h"
 #include "ggml.h"
+#include "kernels/custom_op.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -41,7 +41,8 @@ inline std::vector<float> pack_rows(const std::vector<float> &w, const ConvShape
     const int64_t K = (int64_t)c.cin * c.k, shape1 = packed_shape(c)[1];
     std::vector<float> p((size_t)(K * kPackRows * shape1), 0.0f);
     for (int64_t co = 0; co < c.cout; co++)
-        for (int64_t i = 0; i < K; i++) p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
+        for (int64_t i = 0; i < K; i++)
+            p[(size_t)((co / kPackRows * K + i) * kPackRows + co % kPackRows)] = w[(size_t)(co * K + i)];
     return p;
 }
 
@@ -55,8 +56,8 @@ bool conv_gemm_fuses();
 
 // conv_gemm_op as a graph node of `steps` output steps (c outlives the graph); b, prev (the left
 // context) and res may be null
-inline ggml_tensor *conv_gemm(ggml_context *ctx, const ConvShape &c, ggml_tensor *w, ggml_tensor *b, ggml_tensor *x, int64_t steps,
-                              ggml_tensor *prev = nullptr, ggml_tensor *res = nullptr) {
+inline ggml_tensor *conv_gemm(ggml_context *ctx, const ConvShape &c, ggml_tensor *w, ggml_tensor *b, ggml_tensor *x,
+                              int64_t steps, ggml_tensor *prev = nullptr, ggml_tensor *res = nullptr) {
     ggml_tensor *args[5] = {x, w, b, prev, res};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, steps, 1, 1, args, 5, conv_gemm_op, GGML_N_TASKS_MAX,
                           const_cast<ConvShape *>(&c));

@@ -28,7 +28,8 @@ void unary_op(ggml_tensor *dst, int ith, int nth, void *) {
 template <void (*F)(const float *, float *, int64_t)>
 ggml_tensor *unary(ggml_context *ctx, ggml_tensor *x) {
     ggml_tensor *args[1] = {x};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, unary_op<F>, GGML_N_TASKS_MAX, nullptr);
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 1, unary_op<F>, GGML_N_TASKS_MAX,
+                          nullptr);
 }
 
 }  // namespace kz

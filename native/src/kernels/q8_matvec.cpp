@@ -16,8 +16,8 @@
 #include "core/common_internal.h"
 #include "kernels/q8_common.h"
 
-#include "ggml.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 
 #include <cmath>
 #include <cstring>
@@ -34,9 +34,9 @@ namespace kz::q8 {
 
 namespace {
 
-constexpr int64_t ROWS = 4;                                         // rows per packed group
-constexpr int64_t BLOCK_GROUP = 16;                                 // block scales per 512-bit vector
-constexpr int64_t GROUP_BYTES_PER_BLOCK = ROWS * (2 + QK);          // fp16 scale + quants, 4 rows
+constexpr int64_t ROWS = 4;                                 // rows per packed group
+constexpr int64_t BLOCK_GROUP = 16;                         // block scales per 512-bit vector
+constexpr int64_t GROUP_BYTES_PER_BLOCK = ROWS * (2 + QK);  // fp16 scale + quants, 4 rows
 
 int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
 
@@ -224,9 +224,10 @@ bool supports(Isa isa) {
 #if defined(__x86_64__)
     switch (isa) {
         case Isa::avx512_vnni:
-            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") &&
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vnni") &&
                    supports(Isa::avx2);  // KZ_Q8_AVX512_VNNI's target (q8_common.h)
-        case Isa::avx2:  // KZ_Q8_AVX2's
+        case Isa::avx2:                  // KZ_Q8_AVX2's
             return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
         default: return false;
     }
@@ -279,13 +280,17 @@ ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, I
     const ggml_tensor *res = extras.residual, *norm = extras.rms_norm_weight;
     if (w_packed->type != GGML_TYPE_I8 || w_packed->ne[0] != group_bytes(cols) || x->type != GGML_TYPE_F32 ||
         x->nb[0] != sizeof(float) || !supports(isa) ||
-        (res && (res->type != GGML_TYPE_F32 || res->nb[0] != sizeof(float) || res->ne[0] != rows || res->ne[1] != x->ne[1])) ||
+        (res &&
+         (res->type != GGML_TYPE_F32 || res->nb[0] != sizeof(float) || res->ne[0] != rows || res->ne[1] != x->ne[1])) ||
         (norm && (norm->type != GGML_TYPE_F32 || !ggml_is_contiguous(norm) || ggml_nelements(norm) != cols))) {
         throw Error(KZ_ERR_STATE, "q8::mul_mat: operands do not match");
     }
     ggml_tensor *args[4] = {w_packed, x, extras.residual, extras.rms_norm_weight};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args, norm ? 4 : res ? 3 : 2, matvec_op, GGML_N_TASKS_MAX,
-                          op_data(Fused{isa, extras.eps}));
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args,
+                          norm  ? 4
+                          : res ? 3
+                                : 2,
+                          matvec_op, GGML_N_TASKS_MAX, op_data(Fused{isa, extras.eps}));
 }
 
 }  // namespace kz::q8

@@ -18,9 +18,9 @@
 #include "kernels/q8_matvec.h"
 #include "kernels/talker_gemm.h"
 
-#include "ggml.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 
 #include <atomic>
 #include <cmath>
@@ -109,18 +109,20 @@ constexpr int PREFETCH = 4096;  // bytes ahead of each row's reads
 // The column, quantized as ggml's mul_mat quantizes it, with what the kernels need per block.
 struct Column {
     std::vector<BlockQ8> y;
-    std::vector<float> dy;       // fp32(y[b].d)
-    std::vector<int32_t> off;    // 8 lanes per block: -128 * (sum of the lane's 4 quants)
+    std::vector<float> dy;     // fp32(y[b].d)
+    std::vector<int32_t> off;  // 8 lanes per block: -128 * (sum of the lane's 4 quants)
 };
 
-using RowsKernel = void (*)(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows);
+using RowsKernel = void (*)(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
+                            int64_t rows);
 
 #if defined(__x86_64__) && defined(_OPENMP)
 using q8::hsum8;
 
 // One row at a time (rows the 4-row kernel leaves, or rows not of whole 16-block groups), with
 // ggml's own AVX2 sign trick.
-KZ_Q8_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows) {
+KZ_Q8_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
+                            int64_t rows) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < rows; r++) {
         const BlockQ8 *x = (const BlockQ8 *)(w + r * row_bytes);
@@ -128,7 +130,8 @@ KZ_Q8_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, 
         for (int64_t b = 0; b < blocks; b++) {
             const __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
             const __m256i qy = _mm256_loadu_si256((const __m256i *)c.y[b].qs);
-            const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)), ones);
+            const __m256i dot =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)), ones);
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d) * c.dy[b]);
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot), acc);
         }
@@ -140,7 +143,7 @@ KZ_Q8_AVX2 void rows_avx2_1(const uint8_t *w, size_t row_bytes, int64_t blocks, 
 // scales of 16 blocks of a row are gathered and converted at once (fp32(x.d) * fp32(y.d) as
 // ggml multiplies them), then moved under each block's lanes by one permute.
 KZ_Q8_AVX512_VNNI void rows_avx512_vnni(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
-                                     int64_t rows) {
+                                        int64_t rows) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                           _mm512_set1_epi32((int)sizeof(BlockQ8)));
@@ -283,8 +286,8 @@ void column_product(RowsKernel kernel, Column &c, ggml_tensor *node, int threads
 void columns_product(Backend *b, ggml_tensor *node) {
     const ggml_tensor *w = node->src[0], *x = node->src[1];
     talker_gemm::product((const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0], (const float *)x->data,
-                         x->nb[1] / sizeof(float), x->ne[1], (float *)node->data, node->nb[1] / sizeof(float), b->columns,
-                         b->threads);
+                         x->nb[1] / sizeof(float), x->ne[1], (float *)node->data, node->nb[1] / sizeof(float),
+                         b->columns, b->threads);
 }
 // ------------------------------------------------------------------------------------------------
 
@@ -293,7 +296,8 @@ bool supported(const ggml_tensor *op) {
 }
 
 bool no_op(ggml_op op) {
-    return op == GGML_OP_NONE || op == GGML_OP_RESHAPE || op == GGML_OP_VIEW || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+    return op == GGML_OP_NONE || op == GGML_OP_RESHAPE || op == GGML_OP_VIEW || op == GGML_OP_PERMUTE ||
+           op == GGML_OP_TRANSPOSE;
 }
 
 // Runs a split the scheduler gave this backend: the products it claimed (and views, if any).
@@ -302,7 +306,8 @@ enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
     const int n = ggml_graph_n_nodes(graph);
     for (int i = 0; i < n; i++) {
         const ggml_tensor *node = ggml_graph_node(graph, i);
-        if (node->op == GGML_OP_MUL_MAT ? !(one_column(node) || many_columns(node)) : !no_op(node->op)) return GGML_STATUS_FAILED;
+        if (node->op == GGML_OP_MUL_MAT ? !(one_column(node) || many_columns(node)) : !no_op(node->op))
+            return GGML_STATUS_FAILED;
     }
     for (int i = 0; i < n; i++) {
         ggml_tensor *node = ggml_graph_node(graph, i);
@@ -325,7 +330,8 @@ void backend_free(ggml_backend_t backend) {
 }
 
 ggml_guid_t guid() {
-    static ggml_guid g = {0x6b, 0x61, 0x7a, 0x65, 0x74, 0x74, 0x73, 0x2d, 0x71, 0x38, 0x2d, 0x74, 0x61, 0x6c, 0x6b, 0x31};
+    static ggml_guid g = {0x6b, 0x61, 0x7a, 0x65, 0x74, 0x74, 0x73, 0x2d,
+                          0x71, 0x38, 0x2d, 0x74, 0x61, 0x6c, 0x6b, 0x31};
     return &g;
 }
 
@@ -353,7 +359,6 @@ void dev_props(ggml_backend_dev_t dev, ggml_backend_dev_props *p) {
 ggml_backend_buffer_type_t dev_buffer_type(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
 bool dev_supports_op(ggml_backend_dev_t, const ggml_tensor *op) { return supported(op); }
 bool dev_supports_buft(ggml_backend_dev_t, ggml_backend_buffer_type_t buft) { return ggml_backend_buft_is_host(buft); }
-
 
 ggml_backend_device &device() {
     static ggml_backend_device dev = [] {
@@ -411,7 +416,8 @@ double compare(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t
     if (ggml_graph_compute_with_ctx(ctx, gf, threads) == GGML_STATUS_SUCCESS) {
         ours(mine);
         worst = 0;
-        for (int64_t i = 0; i < rows * n; i++) {  // a NaN on either side is the worst difference (std::max would drop it)
+        for (int64_t i = 0; i < rows * n;
+             i++) {  // a NaN on either side is the worst difference (std::max would drop it)
             const double d = std::fabs((double)((float *)mine->data)[i] - ((float *)y->data)[i]);
             worst = std::isnan(d) ? INFINITY : std::max(worst, d);
         }
@@ -429,14 +435,16 @@ double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int t
 }
 
 // The many-column kernel (unfused: the tests' mutant) against ggml, columns x_stride floats apart.
-double check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed, int threads, bool unfused) {
+double check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed, int threads,
+                     bool unfused) {
     return compare(rows, cols, n, x_stride, seed, threads, [&](ggml_tensor *node) {
         Backend b;
         b.threads = threads;
         if (!unfused) return columns_product(&b, node);
         const ggml_tensor *w = node->src[0], *x = node->src[1];
         talker_gemm::product_unfused((const uint8_t *)w->data, w->nb[1], rows, cols, (const float *)x->data,
-                                     x->nb[1] / sizeof(float), n, (float *)node->data, node->nb[1] / sizeof(float), b.columns);
+                                     x->nb[1] / sizeof(float), n, (float *)node->data, node->nb[1] / sizeof(float),
+                                     b.columns);
     });
 }
 
@@ -479,7 +487,8 @@ int setup() {
             return 0;
         }
         if (std::strcmp(ggml_version(), MIRRORED_GGML) != 0) {
-            status = std::string("off (ggml ") + ggml_version() + ", the backend structures are those of ggml " + MIRRORED_GGML + ")";
+            status = std::string("off (ggml ") + ggml_version() + ", the backend structures are those of ggml " +
+                     MIRRORED_GGML + ")";
             return 0;
         }
         // the probe: rows not a multiple of 4 and 2 threads cover every kernel path
@@ -489,7 +498,8 @@ int setup() {
         }
         // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
         columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1024, 1, 2, false) == 0.0;
-        static ggml_backend_reg reg = {BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
+        static ggml_backend_reg reg = {
+            BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
         device().reg = &reg;
         active_kernel = kernel;
         isa_name = q8::isa_name(isa);
@@ -497,11 +507,12 @@ int setup() {
     }
     steps_on = steps_wanted();
     enabled = steps_on || columns_on;
-    status = !enabled          ? "off (KAZETTS_TALKER_BACKEND=prefill, and the many-column kernel failed its probe)"
-             : !columns_on     ? isa_name + " (one column only)"
-             : steps_on        ? isa_name
-             : std::strcmp(setting(), "prefill") == 0 ? isa_name + " (prefill only: KAZETTS_TALKER_BACKEND)"
-                                                      : isa_name + " (prefill only: ggml's own loop is faster on this CPU)";
+    status = !enabled      ? "off (KAZETTS_TALKER_BACKEND=prefill, and the many-column kernel failed its probe)"
+             : !columns_on ? isa_name + " (one column only)"
+             : steps_on    ? isa_name
+             : std::strcmp(setting(), "prefill") == 0
+                 ? isa_name + " (prefill only: KAZETTS_TALKER_BACKEND)"
+                 : isa_name + " (prefill only: ggml's own loop is faster on this CPU)";
     return enabled ? 1 : 0;
 }
 
@@ -524,7 +535,8 @@ KZ_API int64_t kz_talker_backend_calls(void) { return kz::talker_backend::calls.
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads) {
     using namespace kz::talker_backend;
     RowsKernel kernel = kernel_of(kz::q8::best_isa());
-    if (!kernel || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 || rows > (1 << 16) || cols > (1 << 16)) return -1;
+    if (!kernel || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 || rows > (1 << 16) || cols > (1 << 16))
+        return -1;
     try {
         return check(kernel, rows, cols, seed, threads);
     } catch (...) {
@@ -535,8 +547,8 @@ KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed,
 KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed,
                                               int threads, int unfused) {
     using namespace kz::talker_backend;
-    if (!kz::talker_gemm::available() || rows < 1 || cols < 1 || cols % QK != 0 || n < 2 || threads < 1 || rows > (1 << 16) ||
-        cols > (1 << 16) || n > 512 || x_stride < cols || x_stride > cols + 4096)
+    if (!kz::talker_gemm::available() || rows < 1 || cols < 1 || cols % QK != 0 || n < 2 || threads < 1 ||
+        rows > (1 << 16) || cols > (1 << 16) || n > 512 || x_stride < cols || x_stride > cols + 4096)
         return -1;
     try {
         return check_columns(rows, cols, n, x_stride, seed, threads, unfused != 0);

@@ -14,8 +14,8 @@
 #include "kernels/q8_common.h"
 #include "kernels/q8_matvec.h"
 
-#include "ggml.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,8 +32,8 @@ namespace {
 using q8::BlockQ8;
 using q8::hsum8;
 using q8::QK;
-constexpr int ROWS = 8;        // rows of a tile (4 interleaved pairs)
-constexpr int COLS = 6;        // columns of a tile
+constexpr int ROWS = 8;         // rows of a tile (4 interleaved pairs)
+constexpr int COLS = 6;         // columns of a tile
 constexpr size_t PACKED = 128;  // bytes per (column, block): 64 quant bytes, 16 int32 offsets
 
 // Rows [r0, r1) of all columns, one (row, column) at a time: the same arithmetic as the tiles
@@ -67,13 +67,14 @@ void rows_scalar(const uint8_t *w, size_t row_bytes, int64_t r0, int64_t r1, con
 // Columns [j0, j0 + n) (n <= COLS) of the 8 rows at w; da[b * 8 + i] = fp32(row i's block b scale).
 template <int N>
 KZ_Q8_AVX512_VNNI void tile(const uint8_t *w, size_t row_bytes, const Columns &c, int64_t j0, const float *da, float *s,
-                         float *out, size_t ldc) {
+                            float *out, size_t ldc) {
     const int64_t blocks = c.blocks;
     // s[(b * N + j) * 8 + i] = fp32(row i's d) * fp32(column j's d) for block b
     for (int64_t b = 0; b < blocks; b++) {
         const __m256 rows = _mm256_loadu_ps(da + b * 8);
         for (int j = 0; j < N; j++)
-            _mm256_storeu_ps(s + (b * N + j) * 8, _mm256_mul_ps(rows, _mm256_set1_ps(c.scale[(j0 + j) * c.blocks + b])));
+            _mm256_storeu_ps(s + (b * N + j) * 8,
+                             _mm256_mul_ps(rows, _mm256_set1_ps(c.scale[(j0 + j) * c.blocks + b])));
     }
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i interleave = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -116,7 +117,7 @@ using Tile = void (*)(const uint8_t *, size_t, const Columns &, int64_t, const f
 constexpr Tile TILES[COLS + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
 KZ_Q8_AVX512_VNNI void groups(const uint8_t *w, size_t row_bytes, int64_t g0, int64_t g1, const Columns &c, float *out,
-                           size_t ldc) {
+                              size_t ldc) {
     std::vector<float> da((size_t)(c.blocks * ROWS)), s((size_t)(c.blocks * COLS * ROWS));
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *rows = w + g * ROWS * row_bytes;

@@ -13,7 +13,8 @@
 // picked only on that very model, so any other CPU, or a VM reporting a generic one, ran the
 // scalar default. Clang vectorizes these loops as they are.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define KZ_VECTOR_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("no-trapping-math")))
+#define KZ_VECTOR_KERNEL \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("no-trapping-math")))
 #elif defined(__GNUC__) && !defined(__clang__)
 #define KZ_VECTOR_KERNEL __attribute__((optimize("no-trapping-math")))
 #else
@@ -32,7 +33,7 @@ namespace kz {
 // every clone of its callers (a call would cost more than the kernel).
 KZ_INLINE_KERNEL float expm1_split(float c, float &scale) {
     const float m = (c * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(c / ln2): the 1.5 * 2^23 trick
-    const float r = (c - m * 0.693359375f) + m * 2.12194440e-4f;     // Cephes' two-part ln2
+    const float r = (c - m * 0.693359375f) + m * 2.12194440e-4f;    // Cephes' two-part ln2
     float p = 1.0f / 5040;
     p = p * r + 1.0f / 720;
     p = p * r + 1.0f / 120;
@@ -65,9 +66,10 @@ KZ_VECTOR_KERNEL inline void elu(const float *__restrict x, float *__restrict y,
 KZ_VECTOR_KERNEL inline void gelu_erf(const float *__restrict x, float *__restrict y, int64_t n) {
     constexpr float A[8] = {-9.728331024e-06f, 1.128815068e-04f, -8.487264855e-04f, 5.221261332e-03f,
                             -2.686551740e-02f, 1.128378411e-01f, -3.761263859e-01f, 1.128379167e+00f};
-    constexpr float B[15] = {6.210548242e-09f, -2.599051409e-08f, 5.760049694e-08f, -2.368783116e-07f, 1.104178339e-06f,
-                             -4.278963518e-06f, 1.594133882e-05f, -5.880791200e-05f, 2.110317783e-04f, -7.336202797e-04f,
-                             2.467033412e-03f, -8.001563194e-03f, 2.493799745e-02f, -7.434734717e-02f, 2.108063641e-01f};
+    constexpr float B[15] = {6.210548242e-09f, -2.599051409e-08f, 5.760049694e-08f, -2.368783116e-07f,
+                             1.104178339e-06f, -4.278963518e-06f, 1.594133882e-05f, -5.880791200e-05f,
+                             2.110317783e-04f, -7.336202797e-04f, 2.467033412e-03f, -8.001563194e-03f,
+                             2.493799745e-02f, -7.434734717e-02f, 2.108063641e-01f};
     for (int64_t i = 0; i < n; i++) {
         const float z = x[i] * 0.70710678118654752f, a = z < 0.0f ? -z : z, s = a * a;
         float p = A[0];

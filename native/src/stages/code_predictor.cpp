@@ -21,13 +21,13 @@
 #include "kazetts/code_predictor.h"
 
 #include "core/common_internal.h"
-#include "stages/cp_sampling.h"
 #include "kernels/q8_matvec.h"
+#include "stages/cp_sampling.h"
 
-#include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 #include "gguf.h"
 
 #include <algorithm>
@@ -103,7 +103,7 @@ struct kz_code_predictor {
     kz::q8::Isa q8_isa = kz::q8::Isa::none;  // kazetts' Q8_0 kernel asked for (none: ggml's)
     std::string kernel_name = "ggml";        // the kernel the quantized products run on
 
-    ggml_context *wctx = nullptr, *rctx = nullptr;      // plain weights + KV cache; repacked matrices
+    ggml_context *wctx = nullptr, *rctx = nullptr;  // plain weights + KV cache; repacked matrices
     ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
     std::vector<Layer> layers;
     ggml_tensor *head = nullptr, *output_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr;
@@ -182,8 +182,8 @@ ggml_type override_type(int wt) {
 
 struct PendingTensor {
     ggml_tensor *t;
-    std::vector<int64_t> ids;  // file tensors stacked row-wise into t
-    ggml_type type;            // kept type (Q8_0 when t holds it packed for kz::q8)
+    std::vector<int64_t> ids;   // file tensors stacked row-wise into t
+    ggml_type type;             // kept type (Q8_0 when t holds it packed for kz::q8)
     int64_t ne[GGML_MAX_DIMS];  // logical shape
     bool packed;
 };
@@ -191,7 +191,8 @@ struct PendingTensor {
 // ggml's CPU_REPACK buffer type, when this ggml has one
 ggml_backend_buffer_type_t repack_buffer_type() {
     ggml_backend_reg_t reg = ggml_backend_cpu_reg();
-    auto get = (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    auto get =
+        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
     if (!get) return nullptr;
     for (ggml_backend_buffer_type_t *b = get(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b)
         if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
@@ -228,7 +229,7 @@ class Loader {
     kz_code_predictor &m_;
     GgufFile &gf_;
     int wt_;
-    ggml_backend_buffer_type_t repack_;  // null: no repacking
+    ggml_backend_buffer_type_t repack_;     // null: no repacking
     ggml_type layer_type_ = GGML_TYPE_F32;  // AUTO: the type an F32 ffn_down takes (see the header)
     std::vector<PendingTensor> pending_;
 
@@ -246,7 +247,8 @@ class Loader {
         const std::string K = "kazetts.code.";
         m_.n_layer = (int)get_u32(gf_, K + "num_hidden_layers", (uint32_t)n_layer);
         if (m_.n_layer < 1 || m_.n_layer != n_layer) {
-            throw Error(KZ_ERR_FORMAT, gf_.path() + ": " + std::to_string(n_layer) + " code predictor layers in the file, metadata says " +
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": " + std::to_string(n_layer) +
+                                           " code predictor layers in the file, metadata says " +
                                            std::to_string(m_.n_layer));
         }
         std::string b0 = std::string(P) + "blk.0.";
@@ -255,7 +257,8 @@ class Loader {
         const int64_t *k = ne_of(gf_, find(gf_, b0 + "attn_k.weight"));
         const int64_t *g = ne_of(gf_, find(gf_, b0 + "ffn_gate.weight"));
         m_.head_dim = (int)get_u32(gf_, K + "head_dim", (uint32_t)qn[0]);
-        if (m_.head_dim <= 0 || m_.head_dim % 2) throw Error(KZ_ERR_FORMAT, gf_.path() + ": bad head_dim " + std::to_string(m_.head_dim));
+        if (m_.head_dim <= 0 || m_.head_dim % 2)
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": bad head_dim " + std::to_string(m_.head_dim));
         m_.n_head = (int)get_u32(gf_, K + "num_attention_heads", (uint32_t)(q[1] / m_.head_dim));
         m_.n_head_kv = (int)get_u32(gf_, K + "num_key_value_heads", (uint32_t)(k[1] / m_.head_dim));
         m_.n_ff = (int)get_u32(gf_, K + "intermediate_size", (uint32_t)g[1]);
@@ -267,10 +270,12 @@ class Loader {
             throw Error(KZ_ERR_FORMAT, gf_.path() + ": rope_theta and rms_norm_eps must be positive");
         }
         if ((int)hs != m_.n_embd || (int)vs != m_.vocab) {
-            throw Error(KZ_ERR_FORMAT, gf_.path() + ": code predictor tensors disagree with kazetts.code.hidden_size/vocab_size");
+            throw Error(KZ_ERR_FORMAT,
+                        gf_.path() + ": code predictor tensors disagree with kazetts.code.hidden_size/vocab_size");
         }
-        if (m_.n_head <= 0 || m_.n_head_kv <= 0 || m_.n_head % m_.n_head_kv || m_.n_cb < 1 || m_.n_cb > KZ_MAX_CODEBOOKS || m_.vocab < 1 ||
-            m_.cb0_vocab < 1 || m_.n_embd < 1 || m_.n_embd_in < 1 || m_.n_ff < 1) {
+        if (m_.n_head <= 0 || m_.n_head_kv <= 0 || m_.n_head % m_.n_head_kv || m_.n_cb < 1 ||
+            m_.n_cb > KZ_MAX_CODEBOOKS || m_.vocab < 1 || m_.cb0_vocab < 1 || m_.n_embd < 1 || m_.n_embd_in < 1 ||
+            m_.n_ff < 1) {
             throw Error(KZ_ERR_FORMAT, gf_.path() + ": inconsistent code predictor hyperparameters");
         }
         m_.has_proj = find(gf_, std::string(P) + "proj_in.weight", false) >= 0;
@@ -287,10 +292,12 @@ class Loader {
         expect_shape(gf_, std::string(P) + "output_norm.weight", {E});
         if (m_.has_proj) {
             expect_shape(gf_, std::string(P) + "proj_in.weight", {m_.n_embd_in, E});
-            if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0) expect_shape(gf_, std::string(P) + "proj_in.bias", {E});
+            if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0)
+                expect_shape(gf_, std::string(P) + "proj_in.bias", {E});
         } else if (m_.n_embd_in != m_.n_embd) {
-            throw Error(KZ_ERR_FORMAT, gf_.path() + ": talker width " + std::to_string(m_.n_embd_in) + " != code predictor width " +
-                                           std::to_string(m_.n_embd) + " and no a.gen.code.proj_in.weight");
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": talker width " + std::to_string(m_.n_embd_in) +
+                                           " != code predictor width " + std::to_string(m_.n_embd) +
+                                           " and no a.gen.code.proj_in.weight");
         }
         for (int i = 0; i < m_.n_layer; i++) {
             std::string b = std::string(P) + "blk." + std::to_string(i) + ".";
@@ -309,7 +316,8 @@ class Loader {
         for (int64_t i = 0; i < gguf_get_n_tensors(gf_.gguf()); i++) {
             std::string n = gguf_get_tensor_name(gf_.gguf(), i);
             if (n.rfind(P, 0) == 0 && !kz::can_dequantize(gguf_get_tensor_type(gf_.gguf(), i))) {
-                throw Error(KZ_ERR_FORMAT, gf_.path() + ": tensor " + n + " has unsupported type " + ggml_type_name(gguf_get_tensor_type(gf_.gguf(), i)));
+                throw Error(KZ_ERR_FORMAT, gf_.path() + ": tensor " + n + " has unsupported type " +
+                                               ggml_type_name(gguf_get_tensor_type(gf_.gguf(), i)));
             }
         }
     }
@@ -345,7 +353,8 @@ class Loader {
     ggml_tensor *place(const std::string &name, ggml_type t, const int64_t *ne, bool matrix, bool layer_matrix,
                        std::vector<int64_t> ids) {
         PendingTensor p{nullptr, std::move(ids), t, {ne[0], ne[1], ne[2], ne[3]}, false};
-        if (matrix && m_.q8_isa != kz::q8::Isa::none && t == GGML_TYPE_Q8_0 && ne[3] == 1 && kz::q8::fits(ne[0], ne[1])) {
+        if (matrix && m_.q8_isa != kz::q8::Isa::none && t == GGML_TYPE_Q8_0 && ne[3] == 1 &&
+            kz::q8::fits(ne[0], ne[1])) {
             p.packed = true;
             m_.kernel_name = std::string("kazetts q8_0 ") + kz::q8::isa_name(m_.q8_isa);
             p.t = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_I8, kz::q8::group_bytes(ne[0]), ne[1] / 4, ne[2]);
@@ -395,7 +404,8 @@ class Loader {
         m_.output_norm = add(std::string(P) + "output_norm.weight", false);
         if (m_.has_proj) {
             m_.proj_w = add(std::string(P) + "proj_in.weight", true);
-            if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0) m_.proj_b = add(std::string(P) + "proj_in.bias", false);
+            if (find(gf_, std::string(P) + "proj_in.bias", false) >= 0)
+                m_.proj_b = add(std::string(P) + "proj_in.bias", false);
         }
         m_.layers.resize(m_.n_layer);
         for (int i = 0; i < m_.n_layer; i++) {
@@ -442,18 +452,21 @@ class Loader {
             }
             packed.resize(ggml_nbytes(p.t));
             const size_t slice = (size_t)p.ne[1] * ggml_row_size(p.type, p.ne[0]);
-            for (int64_t z = 0; z < p.ne[2]; z++) kz::q8::pack(kept.data() + z * slice, p.ne[0], p.ne[1], packed.data() + z * p.t->nb[2]);
+            for (int64_t z = 0; z < p.ne[2]; z++)
+                kz::q8::pack(kept.data() + z * slice, p.ne[0], p.ne[1], packed.data() + z * p.t->nb[2]);
             ggml_backend_tensor_set(p.t, packed.data(), 0, packed.size());
         }
     }
 
     // Converts the rows of `raw` (type src_t) to p's kept type into dst (room: `capacity`
     // bytes); returns the bytes written.
-    size_t convert_rows(const std::vector<uint8_t> &raw, ggml_type src_t, const PendingTensor &p, size_t capacity, uint8_t *dst) {
+    size_t convert_rows(const std::vector<uint8_t> &raw, ggml_type src_t, const PendingTensor &p, size_t capacity,
+                        uint8_t *dst) {
         const int64_t ne0 = p.ne[0];
         const size_t src_row = ggml_row_size(src_t, ne0), dst_row = ggml_row_size(p.type, ne0);
         const int64_t rows = (int64_t)(raw.size() / src_row);
-        if ((size_t)rows * dst_row > capacity) throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + ggml_get_name(p.t));
+        if ((size_t)rows * dst_row > capacity)
+            throw Error(KZ_ERR_FORMAT, gf_.path() + ": size mismatch of " + ggml_get_name(p.t));
         if (src_t == p.type) {
             std::memcpy(dst, raw.data(), raw.size());
             return raw.size();
@@ -519,7 +532,8 @@ ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor 
 }
 
 // w rms_norm(x, norm_w): one node when w is packed for kazetts' kernel
-ggml_tensor *normed_mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x, ggml_tensor *norm_w) {
+ggml_tensor *normed_mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x,
+                            ggml_tensor *norm_w) {
     if (w->type == GGML_TYPE_I8) return kz::q8::mul_mat(ctx, w, x, m.q8_isa, {nullptr, norm_w, m.eps});
     return ggml_mul_mat(ctx, w, rms_norm(m, ctx, x, norm_w));
 }
@@ -545,7 +559,8 @@ std::vector<ggml_tensor *> fused_mul_mat(const kz_code_predictor &m, ggml_contex
 
 // [n_heads * hd, n_tok] (possibly a view with a row stride) as [hd, n_heads, n_tok]
 ggml_tensor *heads(ggml_context *ctx, ggml_tensor *t, int hd) {
-    return ggml_view_3d(ctx, t, hd, t->ne[0] / hd, t->ne[1], (size_t)hd * t->nb[0], t->nb[1], 0);  // offset relative to t
+    return ggml_view_3d(ctx, t, hd, t->ne[0] / hd, t->ne[1], (size_t)hd * t->nb[0], t->nb[1],
+                        0);  // offset relative to t
 }
 
 void build_step(kz_code_predictor &m, Step &st, int s) {
@@ -577,8 +592,10 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         ggml_tensor *q = heads(ctx, qkv[0], hd), *k = heads(ctx, qkv[1], hd), *v = heads(ctx, qkv[2], hd);
         q = rms_norm(m, ctx, q, L.q_norm);
         k = rms_norm(m, ctx, k, L.k_norm);
-        q = ggml_rope_ext(ctx, q, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
-        k = ggml_rope_ext(ctx, k, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+        q = ggml_rope_ext(ctx, q, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f,
+                          0.0f);
+        k = ggml_rope_ext(ctx, k, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f,
+                          0.0f);
 
         // write this step's K/V at positions pos0 .. pos0+n_tok-1
         ggml_tensor *kdst = ggml_view_3d(ctx, L.k_cache, hd, m.n_head_kv, n_tok, L.k_cache->nb[1], L.k_cache->nb[2],
@@ -590,9 +607,9 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
 
         ggml_tensor *K = ggml_view_3d(ctx, L.k_cache, hd, m.n_head_kv, n_kv, L.k_cache->nb[1], L.k_cache->nb[2], 0);
         ggml_tensor *V = ggml_view_3d(ctx, L.v_cache, hd, m.n_head_kv, n_kv, L.v_cache->nb[1], L.v_cache->nb[2], 0);
-        K = ggml_permute(ctx, K, 0, 2, 1, 3);                   // [hd, n_kv, n_head_kv]
-        ggml_tensor *Q = ggml_permute(ctx, q, 0, 2, 1, 3);      // [hd, n_tok, n_head]
-        ggml_tensor *kq = ggml_mul_mat(ctx, K, Q);              // [n_kv, n_tok, n_head]
+        K = ggml_permute(ctx, K, 0, 2, 1, 3);               // [hd, n_kv, n_head_kv]
+        ggml_tensor *Q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tok, n_head]
+        ggml_tensor *kq = ggml_mul_mat(ctx, K, Q);          // [n_kv, n_tok, n_head]
         if (n_tok > 1) {
             kq = ggml_scale(ctx, kq, kq_scale);
             kq = ggml_diag_mask_inf(ctx, kq, pos0);
@@ -609,18 +626,21 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         x = mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1]), x);
     }
     if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
-    ggml_tensor *head = ggml_view_2d(ctx, m.head, m.head->ne[0], m.head->ne[1], m.head->nb[1], (size_t)s * m.head->nb[2]);
+    ggml_tensor *head =
+        ggml_view_2d(ctx, m.head, m.head->ne[0], m.head->ne[1], m.head->nb[1], (size_t)s * m.head->nb[2]);
     st.logits = normed_mul_mat(m, ctx, head, x, m.output_norm);
     ggml_set_output(st.logits);
     ggml_build_forward_expand(gf, st.logits);
     st.graph = gf;
 
     st.galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-    if (!st.galloc || !ggml_gallocr_alloc_graph(st.galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate a code predictor graph");
+    if (!st.galloc || !ggml_gallocr_alloc_graph(st.galloc, gf))
+        throw Error(KZ_ERR_NO_MEMORY, "cannot allocate a code predictor graph");
 }
 
 void set_threads(kz_code_predictor &m, int n) {
-    if (n < 1 || n > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
+    if (n < 1 || n > GGML_MAX_N_THREADS)
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
     if (m.pool && m.n_threads == n) return;
     if (m.pool) {
         ggml_threadpool_free(m.pool);
@@ -643,19 +663,23 @@ void compute(kz_code_predictor &m, Step &st) {
     // inputs are rewritten before every run: the allocator may reuse their memory once consumed
     for (int i = 0; i < st.n_tok; i++) ((int32_t *)st.pos->data)[i] = st.pos0 + i;
     ggml_status s = ggml_graph_compute(st.graph, &st.plan);
-    if (s != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, std::string("ggml_graph_compute failed: ") + ggml_status_to_string(s));
+    if (s != GGML_STATUS_SUCCESS)
+        throw Error(KZ_ERR_COMPUTE, std::string("ggml_graph_compute failed: ") + ggml_status_to_string(s));
 }
 
 void predict(kz_code_predictor &m, const float *hidden, int32_t cb0, const kz_cp_sampling *smp, int32_t *codes,
              float *emb_sum, float *logits_out) {
     if (!hidden || !codes) throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_hidden and codes_out must not be NULL");
-    if (cb0 < 0 || cb0 >= m.cb0_vocab) throw Error(KZ_ERR_INVALID_ARGUMENT, "cb0 " + std::to_string(cb0) + " out of range 0.." + std::to_string(m.cb0_vocab - 1));
+    if (cb0 < 0 || cb0 >= m.cb0_vocab)
+        throw Error(KZ_ERR_INVALID_ARGUMENT,
+                    "cb0 " + std::to_string(cb0) + " out of range 0.." + std::to_string(m.cb0_vocab - 1));
     kz_cp_sampling greedy_cfg = kz_cp_default_sampling();
     greedy_cfg.greedy = 1;
     const kz_cp_sampling &cfg = smp ? *smp : greedy_cfg;
     if (!cfg.greedy) {
         if (!(cfg.temperature > 0.0f)) throw Error(KZ_ERR_INVALID_ARGUMENT, "temperature must be > 0 when sampling");
-        if (!cfg.uniforms && !cfg.rng_state) throw Error(KZ_ERR_INVALID_ARGUMENT, "sampling needs uniforms or an rng_state");
+        if (!cfg.uniforms && !cfg.rng_state)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "sampling needs uniforms or an rng_state");
         if (cfg.top_k < 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "top_k must be >= 0");
     }
     const int E = m.n_embd_in;
@@ -700,7 +724,9 @@ kz::q8::Isa q8_kernel(int32_t choice) {
         case KZ_CP_KERNELS_AVX512_VNNI: isa = Isa::avx512_vnni; break;
         default: throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown kernels " + std::to_string(choice));
     }
-    if (!kz::q8::supports(isa)) throw Error(KZ_ERR_INVALID_ARGUMENT, std::string("this CPU cannot run the ") + kz::q8::isa_name(isa) + " kernel");
+    if (!kz::q8::supports(isa))
+        throw Error(KZ_ERR_INVALID_ARGUMENT,
+                    std::string("this CPU cannot run the ") + kz::q8::isa_name(isa) + " kernel");
     return isa;
 }
 
@@ -735,7 +761,8 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         if (p.weight_type < KZ_CP_WEIGHTS_FILE || p.weight_type > KZ_CP_WEIGHTS_AUTO) {
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight_type " + std::to_string(p.weight_type));
         }
-        if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+        if (p.n_threads < 1 || p.n_threads > GGML_MAX_N_THREADS)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
 
         ggml_cpu_init();
         std::unique_ptr<kz_code_predictor> m(new kz_code_predictor());
@@ -764,7 +791,8 @@ int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads) {
 
 int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0, const kz_cp_sampling *sampling,
                         int32_t *codes_out, float *embedding_sum_out, float *logits_out) {
-    return kz::call_handle(cp, [&] { predict(*cp, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
+    return kz::call_handle(
+        cp, [&] { predict(*cp, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
 }
 
 int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out) {
@@ -776,7 +804,8 @@ int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out)
         cp->out_embd.row(codes16[0], out);
         for (int g = 0; g < cp->n_cb; g++) {
             int32_t c = codes16[g + 1];
-            if (c < 0 || c >= cp->vocab) throw Error(KZ_ERR_INVALID_ARGUMENT, "CB" + std::to_string(g + 1) + " out of range");
+            if (c < 0 || c >= cp->vocab)
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "CB" + std::to_string(g + 1) + " out of range");
             cp->embd.row((int64_t)g * cp->vocab + c, cp->row_buf.data());
             for (int i = 0; i < E; i++) out[i] += cp->row_buf[i];
         }

@@ -19,15 +19,15 @@
 #include "kazetts/codec.h"
 
 #include "core/common_internal.h"
+#include "core/gguf_reader.h"
 #include "kernels/conv_gemm.h"
 #include "kernels/custom_op.h"
-#include "core/gguf_reader.h"
 #include "kernels/vector_kernels.h"
 
-#include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 #include "gguf.h"
 
 #include <algorithm>
@@ -131,7 +131,7 @@ int graph_size(const Hparams &hp, int n_up, int n_dac) {
 }
 
 struct State {
-    int64_t pos = 0;  // frames decoded
+    int64_t pos = 0;                        // frames decoded
     std::vector<std::vector<float>> slots;  // conv contexts and ConvTranspose tails, graph order
     std::vector<std::vector<float>> k, v;   // per layer: [kv_dim, n_kv]
     int n_kv = 0;
@@ -156,7 +156,8 @@ struct Builder {
     ggml_type fast;  // type of the conv / linear weights (F32 on the reference path)
     std::vector<Pending> pending;
 
-    ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne, std::function<std::vector<float>()> read) {
+    ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne,
+                      std::function<std::vector<float>()> read) {
         ggml_tensor *t = nullptr;
         switch (ne.size()) {
             case 1: t = ggml_new_tensor_1d(m.ctx, type, ne[0]); break;
@@ -172,7 +173,8 @@ struct Builder {
     // fraction of the memory (Q8_0 codebooks: 8.5 MB instead of 32)
     ggml_tensor *stored(const std::string &name, std::vector<int64_t> ne) {
         ggml_tensor *s = L.src(name);
-        L.need(ggml_nelements(s) == ne[0] * ne[1] && s->ne[0] == ne[0], "tensor " + name + " has shape " + kz::shape_str(s->ne, GGML_MAX_DIMS));
+        L.need(ggml_nelements(s) == ne[0] * ne[1] && s->ne[0] == ne[0],
+               "tensor " + name + " has shape " + kz::shape_str(s->ne, GGML_MAX_DIMS));
         ggml_tensor *t = ggml_new_tensor_2d(m.ctx, s->type, ne[0], ne[1]);
         ggml_set_name(t, name.c_str());
         pending.push_back({t, nullptr, [this, s] { return L.file.read(gguf_find_tensor(L.file.gguf(), s->name)); }});
@@ -181,8 +183,9 @@ struct Builder {
     void expect(const ggml_tensor *t, std::vector<int64_t> ne) const {
         for (size_t i = 0; i < 4; i++) {
             int64_t want = i < ne.size() ? ne[i] : 1;
-            L.need(t->ne[i] == want, std::string("tensor ") + t->name + " has shape " + kz::shape_str(t->ne, GGML_MAX_DIMS) +
-                                         ", expected " + kz::shape_str(ne.data(), (int)ne.size()));
+            L.need(t->ne[i] == want, std::string("tensor ") + t->name + " has shape " +
+                                         kz::shape_str(t->ne, GGML_MAX_DIMS) + ", expected " +
+                                         kz::shape_str(ne.data(), (int)ne.size()));
         }
     }
     // a tensor copied as is (F32 unless told)
@@ -198,7 +201,8 @@ struct Builder {
         if (!c.packed) {
             c.w = make(name, type, {(int64_t)c.cin * c.k, c.cout}, rows);
         } else {
-            c.w = make(name, type, kz::packed_shape(c), [rows, shape = (kz::ConvShape)c] { return kz::pack_rows(rows(), shape); });
+            c.w = make(name, type, kz::packed_shape(c),
+                       [rows, shape = (kz::ConvShape)c] { return kz::pack_rows(rows(), shape); });
         }
     }
     // a linear [in] -> [out] (the 1-tap conv), in the fast type, with the bias `bias` if named
@@ -213,9 +217,7 @@ struct Builder {
         return c;
     }
     ggml_tensor *vec(const std::string &name, int64_t n) { return plain(name, {n}); }
-    Snake snake(const std::string &name, int64_t c) {
-        return {vec(name + ".alpha", c), vec(name + ".beta", c)};
-    }
+    Snake snake(const std::string &name, int64_t c) { return {vec(name + ".alpha", c), vec(name + ".beta", c)}; }
     // torch Conv1d weight [cout, cin, k] (ggml ne [k, cin, cout]) -> [cin*k, cout], row j*cin + c
     Conv conv(const std::string &name, int dil, ggml_type type) {
         ggml_tensor *s = L.src(name + ".weight");
@@ -239,14 +241,16 @@ struct Builder {
         c.cout = (int)s->ne[1];
         c.cin = (int)s->ne[2];
         c.s = stride;
-        if (c.k != c.s && c.k != 2 * c.s) throw Error(KZ_ERR_FORMAT, name + ": ConvTranspose kernel must be stride or 2*stride");
+        if (c.k != c.s && c.k != 2 * c.s)
+            throw Error(KZ_ERR_FORMAT, name + ": ConvTranspose kernel must be stride or 2*stride");
         // row j*cout + co of the [cin, k*cout] matrix: tap j of output channel co
         auto rows = [this, s, c] {
             std::vector<float> w = L.read(s), p(w.size());
             for (int ci = 0; ci < c.cin; ci++)
                 for (int co = 0; co < c.cout; co++)
                     for (int j = 0; j < c.k; j++)
-                        p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] = w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
+                        p[ci + (size_t)c.cin * (co + (size_t)c.cout * j)] =
+                            w[j + (size_t)c.k * (co + (size_t)c.cout * ci)];
             return p;
         };
         c.gemm.cin = c.cin;
@@ -302,13 +306,15 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     L.need(hp.n_head_kv >= 1 && hp.n_head % hp.n_head_kv == 0, "n_head is not a multiple of n_head_kv");
     L.need(hp.head_dim % 2 == 0, "head_dim " + std::to_string(hp.head_dim) + " is odd (rotary pairs)");
     L.need((int)L.num("kazetts.wav.num_hidden_layers", hp.n_layer) == hp.n_layer,
-           std::to_string(hp.n_layer) + " codec transformer layers in the file, kazetts.wav.num_hidden_layers says otherwise");
+           std::to_string(hp.n_layer) +
+               " codec transformer layers in the file, kazetts.wav.num_hidden_layers says otherwise");
     hp.eps = (float)L.num("kazetts.wav.rms_norm_eps", 1e-5);
     hp.rope_theta = (float)L.num("kazetts.wav.rope_theta", 10000.0);
     hp.window = (int)L.num("kazetts.wav.sliding_window", 72);
     hp.sample_rate = (int)L.num("kazetts.wav.output_sample_rate", 24000);
     L.need(hp.window >= 1 && hp.window <= kMaxWindow, "sliding_window must be in 1.." + std::to_string(kMaxWindow));
-    L.need(hp.eps > 0.0f && hp.rope_theta > 0.0f && hp.sample_rate > 0, "rms_norm_eps, rope_theta and output_sample_rate must be positive");
+    L.need(hp.eps > 0.0f && hp.rope_theta > 0.0f && hp.sample_rate > 0,
+           "rms_norm_eps, rope_theta and output_sample_rate must be positive");
 
     // every weight made below stands for one tensor of the file
     ggml_init_params ip_ = {ggml_tensor_overhead() * (size_t)(gguf_get_n_tensors(L.file.gguf()) + 1), nullptr, true};
@@ -317,7 +323,8 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     Builder B{m, L, fast, {}};
 
     m.cb_first = B.stored(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
-    m.cb_rest = B.stored(W + "quant.rest.codebook.weight", {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)});
+    m.cb_rest =
+        B.stored(W + "quant.rest.codebook.weight", {hp.cb_dim, (int64_t)hp.cb_size_rest * (hp.n_codebooks - 1)});
     m.out_first = B.plain(W + "quant.first.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.out_rest = B.plain(W + "quant.rest.out_proj.weight", {hp.cb_dim, hp.codebook_dim});
     m.pre_conv = B.conv(W + "pre_conv", 1, fast);
@@ -352,8 +359,10 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         UpBlock u;
         int stride = (int)L.src(p + "conv.weight")->ne[0];  // kernel == stride
         u.conv = B.tconv(p + "conv", stride);
-        L.need(u.conv.cin == ch, p + "conv takes " + std::to_string(u.conv.cin) + " channels, gets " + std::to_string(ch));
-        L.need(hp.up_factor <= kMaxSamplesPerFrame / stride, "upsampling factors multiply past " + std::to_string(kMaxSamplesPerFrame));
+        L.need(u.conv.cin == ch,
+               p + "conv takes " + std::to_string(u.conv.cin) + " channels, gets " + std::to_string(ch));
+        L.need(hp.up_factor <= kMaxSamplesPerFrame / stride,
+               "upsampling factors multiply past " + std::to_string(kMaxSamplesPerFrame));
         hp.up_factor *= stride;
         const int64_t C = u.conv.cout;
         ch = u.conv.cout;
@@ -380,7 +389,8 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     // a conv taking `ch` channels; `same`: giving as many (a residual branch)
     auto chained = [&](const Conv &c, const std::string &name, bool same) {
         L.need(c.cin == ch && (!same || c.cout == ch), name + " maps " + std::to_string(c.cin) + " -> " +
-                                                          std::to_string(c.cout) + " channels, gets " + std::to_string(ch));
+                                                           std::to_string(c.cout) + " channels, gets " +
+                                                           std::to_string(ch));
         return c;
     };
     m.entry = chained(B.conv(W + "dac.entry", 1, fast), "dac.entry", false);
@@ -394,8 +404,10 @@ void load_model(Model &m, const char *path, ggml_type fast) {
         int k = (int)L.src(p + "conv.weight")->ne[0];
         if (k % 2) throw Error(KZ_ERR_FORMAT, p + "conv: odd ConvTranspose kernel");
         d.conv = B.tconv(p + "conv", k / 2);
-        L.need(d.conv.cin == ch, p + "conv takes " + std::to_string(d.conv.cin) + " channels, gets " + std::to_string(ch));
-        L.need(total <= kMaxSamplesPerFrame / d.conv.s, "upsampling factors multiply past " + std::to_string(kMaxSamplesPerFrame));
+        L.need(d.conv.cin == ch,
+               p + "conv takes " + std::to_string(d.conv.cin) + " channels, gets " + std::to_string(ch));
+        L.need(total <= kMaxSamplesPerFrame / d.conv.s,
+               "upsampling factors multiply past " + std::to_string(kMaxSamplesPerFrame));
         total *= d.conv.s;
         ch = d.conv.cout;
         const int dil[3] = {1, 3, 9};
@@ -428,12 +440,14 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     for (Pending &p : B.pending) {
         if (p.bytes) {
             const std::vector<uint8_t> raw = p.bytes();
-            if (raw.size() != ggml_nbytes(p.dst)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
+            if (raw.size() != ggml_nbytes(p.dst))
+                throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
             ggml_backend_tensor_set(p.dst, raw.data(), 0, raw.size());
             continue;
         }
         const std::vector<float> data = p.read();
-        if ((int64_t)data.size() != ggml_nelements(p.dst)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
+        if ((int64_t)data.size() != ggml_nelements(p.dst))
+            throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
         if (p.dst->type == GGML_TYPE_F32) {
             ggml_backend_tensor_set(p.dst, data.data(), 0, ggml_nbytes(p.dst));
         } else {  // converted straight into the (host) weight buffer
@@ -455,13 +469,13 @@ static inline float sin_sq(float x) {
     r = r - k * 9.67502593994140625e-4f;
     r = r - k * 1.509957990978376432e-7f;
     const float r2 = r * r;
-    float p = -7.6471637318198164759e-13f;                   // -1/15!
-    p = p * r2 + 1.6059043836821614599e-10f;                 //  1/13!
-    p = p * r2 - 2.5052108385441718775e-8f;                  // -1/11!
-    p = p * r2 + 2.7557319223985890653e-6f;                  //  1/9!
-    p = p * r2 - 1.9841269841269841270e-4f;                  // -1/7!
-    p = p * r2 + 8.3333333333333333333e-3f;                  //  1/5!
-    p = p * r2 - 1.6666666666666666667e-1f;                  // -1/3!
+    float p = -7.6471637318198164759e-13f;    // -1/15!
+    p = p * r2 + 1.6059043836821614599e-10f;  //  1/13!
+    p = p * r2 - 2.5052108385441718775e-8f;   // -1/11!
+    p = p * r2 + 2.7557319223985890653e-6f;   //  1/9!
+    p = p * r2 - 1.9841269841269841270e-4f;   // -1/7!
+    p = p * r2 + 8.3333333333333333333e-3f;   //  1/5!
+    p = p * r2 - 1.6666666666666666667e-1f;   // -1/3!
     const float sn = r + r * r2 * p;
     return sn * sn;
 }
@@ -583,10 +597,14 @@ struct Graph {
     const Model &m;
     ggml_context *ctx;
     const State &st;
-    int n;  // frames in this chunk
+    int n;              // frames in this chunk
     int next_n_kv = 0;  // K/V positions the state keeps after this chunk
     std::vector<std::pair<ggml_tensor *, const std::vector<float> *>> state_in;
-    struct Out { ggml_tensor *t; int kind; size_t index; };  // kind 0 slot, 1 k, 2 v
+    struct Out {
+        ggml_tensor *t;
+        int kind;
+        size_t index;
+    };  // kind 0 slot, 1 k, 2 v
     std::vector<Out> state_out;
     std::deque<std::vector<float>> zeros;  // zero states, kept alive until inputs are set
     size_t slot = 0;
@@ -633,7 +651,9 @@ struct Graph {
 
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
         // im2col_op and conv_gemm_op read cin values from every row of x and of the context (the loader's chain checks)
-        if (x->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        if (x->ne[0] != c.cin)
+            throw Error(KZ_ERR_STATE,
+                        "codec conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
         const int64_t T = x->ne[1];
         const int64_t Lc = (int64_t)(c.k - 1) * c.dil;
         if (c.packed) return packed_conv(x, c, Lc);
@@ -655,11 +675,13 @@ struct Graph {
     // the last conv, to one channel (conv_to_one_op); x: F32 [cin, T]
     ggml_tensor *conv_to_one(ggml_tensor *x, const Conv &c) {
         if (x->ne[0] != c.cin)
-            throw Error(KZ_ERR_STATE, "codec post_conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
-        if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) throw Error(KZ_ERR_STATE, "codec post_conv takes contiguous F32 input");
+            throw Error(KZ_ERR_STATE, "codec post_conv gets " + std::to_string(x->ne[0]) + " channels, takes " +
+                                          std::to_string(c.cin));
+        if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x))
+            throw Error(KZ_ERR_STATE, "codec post_conv takes contiguous F32 input");
         ggml_tensor *args[4] = {x, c.w, c.b, c.pad_left > 0 ? context(x, c.pad_left) : nullptr};
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, 1, x->ne[1], 1, 1, args, c.pad_left > 0 ? 4 : 3, conv_to_one_op, GGML_N_TASKS_MAX,
-                              const_cast<Conv *>(&c));
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, 1, x->ne[1], 1, 1, args, c.pad_left > 0 ? 4 : 3, conv_to_one_op,
+                              GGML_N_TASKS_MAX, const_cast<Conv *>(&c));
     }
 
     ggml_tensor *gelu(ggml_tensor *x) { return kz::unary<kz::gelu_erf>(ctx, x); }
@@ -685,9 +707,12 @@ struct Graph {
     }
     // x + conv(t): a residual branch's last conv, the add fused into the F16 GEMM
     ggml_tensor *conv_add(ggml_tensor *t, const Conv &c, ggml_tensor *x) {
-        if (!c.packed || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || x->ne[0] != c.cout || x->ne[1] != t->ne[1])
+        if (!c.packed || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || x->ne[0] != c.cout ||
+            x->ne[1] != t->ne[1])
             return ggml_add(ctx, conv(t, c), x);
-        if (t->ne[0] != c.cin) throw Error(KZ_ERR_STATE, "codec conv gets " + std::to_string(t->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        if (t->ne[0] != c.cin)
+            throw Error(KZ_ERR_STATE,
+                        "codec conv gets " + std::to_string(t->ne[0]) + " channels, takes " + std::to_string(c.cin));
         return packed_conv(t, c, (int64_t)(c.k - 1) * c.dil, x);
     }
 
@@ -698,8 +723,8 @@ struct Graph {
         const int64_t half = (int64_t)c.cout * c.s;
         ggml_tensor *args[3] = {y, state(half, 1), c.b};
         save(ggml_view_1d(ctx, y, half, (size_t)(T - 1) * y->nb[1] + (size_t)half * sizeof(float)));  // the last tail
-        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, (int64_t)c.s * T, 1, 1, args, 3, overlap_add_op, GGML_N_TASKS_MAX,
-                              const_cast<TConv *>(&c));
+        return ggml_custom_4d(ctx, GGML_TYPE_F32, c.cout, (int64_t)c.s * T, 1, 1, args, 3, overlap_add_op,
+                              GGML_N_TASKS_MAX, const_cast<TConv *>(&c));
     }
 
     // the type a conv reads its input in (a packed conv reads F32)
@@ -751,8 +776,10 @@ struct Graph {
             ggml_tensor *q = ggml_reshape_3d(ctx, linear(t, l.q), hd, hp.n_head, nq);
             ggml_tensor *k = ggml_reshape_3d(ctx, linear(t, l.k), hd, hp.n_head_kv, nq);
             ggml_tensor *v = linear(t, l.v);  // [kvd, n]
-            q = ggml_rope_ext(ctx, q, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
-            k = ggml_rope_ext(ctx, k, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
+            q = ggml_rope_ext(ctx, q, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f,
+                              0.0f);
+            k = ggml_rope_ext(ctx, k, pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f,
+                              0.0f);
             ggml_tensor *K = ggml_reshape_2d(ctx, k, kvd, nq);
             ggml_tensor *V = v;
             if (P > 0) {
@@ -773,12 +800,14 @@ struct Graph {
             ggml_set_output(vs);
             state_out.push_back({ks, 1, (size_t)il});
             state_out.push_back({vs, 2, (size_t)il});
-            ggml_tensor *K3 = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, hp.n_head_kv, N), 0, 2, 1, 3);  // [hd, N, kv]
-            ggml_tensor *Q3 = ggml_permute(ctx, q, 0, 2, 1, 3);                                        // [hd, n, h]
-            ggml_tensor *kq = ggml_mul_mat(ctx, K3, Q3);                                                 // [N, n, h]
+            ggml_tensor *K3 =
+                ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, hp.n_head_kv, N), 0, 2, 1, 3);  // [hd, N, kv]
+            ggml_tensor *Q3 = ggml_permute(ctx, q, 0, 2, 1, 3);                               // [hd, n, h]
+            ggml_tensor *kq = ggml_mul_mat(ctx, K3, Q3);                                      // [N, n, h]
             kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
-            ggml_tensor *V3 = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, hp.n_head_kv, N), 1, 2, 0, 3));  // [N, hd, kv]
-            ggml_tensor *o = ggml_mul_mat(ctx, V3, kq);                                                  // [hd, n, h]
+            ggml_tensor *V3 = ggml_cont(
+                ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, hp.n_head_kv, N), 1, 2, 0, 3));  // [N, hd, kv]
+            ggml_tensor *o = ggml_mul_mat(ctx, V3, kq);                                             // [hd, n, h]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), (int64_t)hd * hp.n_head, nq);
             o = linear(o, l.o);
             h = ggml_add(ctx, h, ggml_mul(ctx, o, l.ls1));
@@ -842,7 +871,6 @@ struct Graph {
 };
 
 }  // namespace
-
 
 struct kz_codec {
     Model model;
@@ -919,7 +947,8 @@ struct kz_codec {
         for (auto &si : g.state_in) ggml_backend_tensor_set(si.first, si.second->data(), 0, ggml_nbytes(si.first));
 
         ggml_backend_cpu_set_n_threads(backend, n_threads);
-        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) throw Error(KZ_ERR_COMPUTE, "codec graph failed");
+        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS)
+            throw Error(KZ_ERR_COMPUTE, "codec graph failed");
 
         auto get = [](ggml_tensor *t, float *dst) {
             if (dst) ggml_backend_tensor_get(t, dst, 0, ggml_nbytes(t));
@@ -944,7 +973,9 @@ struct kz_codec {
             st.v.resize(hp.n_layer);
             const size_t kv_max = (size_t)hp.head_dim * hp.n_head_kv * max_kept(hp.window);
             for (auto &so : g.state_out) {
-                std::vector<float> &dst = so.kind == 0 ? st.slots[so.index] : so.kind == 1 ? st.k[so.index] : st.v[so.index];
+                std::vector<float> &dst = so.kind == 0   ? st.slots[so.index]
+                                          : so.kind == 1 ? st.k[so.index]
+                                                         : st.v[so.index];
                 if (so.kind != 0) dst.reserve(kv_max);
                 dst.resize(ggml_nelements(so.t));
                 ggml_backend_tensor_get(so.t, dst.data(), 0, ggml_nbytes(so.t));
@@ -961,18 +992,21 @@ struct kz_codec {
         const Hparams &hp = model.hp;
         if (n < 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "negative frame count");
         if (n_cb != hp.n_codebooks)
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "expected " + std::to_string(hp.n_codebooks) + " codebooks, got " + std::to_string(n_cb));
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "expected " + std::to_string(hp.n_codebooks) + " codebooks, got " + std::to_string(n_cb));
         if (n == 0) return;
         if (!codes || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null codes or output buffer");
         if (capacity < (size_t)n * hp.samples_per_frame)
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "output buffer too small: need " + std::to_string((size_t)n * hp.samples_per_frame) + " samples");
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "output buffer too small: need " +
+                                                     std::to_string((size_t)n * hp.samples_per_frame) + " samples");
         for (int t = 0; t < n; t++)
             for (int q = 0; q < n_cb; q++) {
                 int32_t c = codes[(size_t)t * n_cb + q];
                 int size = q == 0 ? hp.cb_size_first : hp.cb_size_rest;
                 if (c < 0 || c >= size)
-                    throw Error(KZ_ERR_INVALID_ARGUMENT, "code " + std::to_string(c) + " out of range [0, " + std::to_string(size) +
-                                                             ") at frame " + std::to_string(t) + ", codebook " + std::to_string(q));
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "code " + std::to_string(c) + " out of range [0, " +
+                                                             std::to_string(size) + ") at frame " + std::to_string(t) +
+                                                             ", codebook " + std::to_string(q));
             }
     }
 
@@ -982,7 +1016,9 @@ struct kz_codec {
             const int c = std::min(max_chunk, n - done);
             run_chunk(st, codes + (size_t)done * hp.n_codebooks, c, o);
             done += c;
-            auto adv = [c](float *&p, size_t per) { if (p) p += (size_t)c * per; };
+            auto adv = [c](float *&p, size_t per) {
+                if (p) p += (size_t)c * per;
+            };
             adv(o.wav, hp.samples_per_frame);
             adv(o.quantized, hp.codebook_dim);
             adv(o.pre_conv, hp.latent);
@@ -1046,7 +1082,8 @@ int kz_codec_set_threads(kz_codec *c, int n_threads) {
 
 int kz_codec_set_max_chunk(kz_codec *c, int n_frames) {
     return kz::call_handle(c, [&] {
-        if (n_frames < 1 || n_frames > kMaxChunk) throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be in 1.." + std::to_string(kMaxChunk));
+        if (n_frames < 1 || n_frames > kMaxChunk)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be in 1.." + std::to_string(kMaxChunk));
         c->max_chunk = n_frames;
     });
 }

@@ -23,16 +23,16 @@
 #include "kazetts/codec_encoder.h"
 
 #include "core/common_internal.h"
-#include "kernels/conv_gemm.h"
-#include "kernels/custom_op.h"
 #include "core/gguf_reader.h"
 #include "core/graph_runner.h"
+#include "kernels/conv_gemm.h"
+#include "kernels/custom_op.h"
 #include "kernels/vector_kernels.h"
 
-#include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 #include "gguf.h"
 
 #include <algorithm>
@@ -73,10 +73,10 @@ struct Layer {  // the linears are 1-tap convs without bias
 struct Hparams {
     int hidden = 0, n_layer = 0, n_head = 0, head_dim = 0;
     int n_codebooks = 16, cb_size = 0, cb_dim = 0;
-    int hop = 1;            // samples per SEANet step (960)
-    int down_stride = 2;    // SEANet steps per frame
+    int hop = 1;          // samples per SEANet step (960)
+    int down_stride = 2;  // SEANet steps per frame
     int samples_per_frame = 0, sample_rate = 24000;
-    int64_t context = 0;    // samples of left context a SEANet chunk reads (multiple of hop)
+    int64_t context = 0;  // samples of left context a SEANet chunk reads (multiple of hop)
     float eps = 1e-5f, rope_theta = 10000.0f;
 };
 
@@ -85,9 +85,9 @@ struct Model {
     Conv first, last, downsample;
     std::vector<Stage> stages;
     std::vector<Layer> layers;
-    ggml_tensor *sem_proj = nullptr, *ac_proj = nullptr;            // [hidden, cb_dim]
-    ggml_tensor *sem_cb = nullptr, *ac_cb = nullptr;                // [cb_dim, size], [cb_dim, size*(n-1)]
-    ggml_tensor *sem_norm = nullptr, *ac_norm = nullptr;            // |e|^2: [size], [size*(n-1)]
+    ggml_tensor *sem_proj = nullptr, *ac_proj = nullptr;  // [hidden, cb_dim]
+    ggml_tensor *sem_cb = nullptr, *ac_cb = nullptr;      // [cb_dim, size], [cb_dim, size*(n-1)]
+    ggml_tensor *sem_norm = nullptr, *ac_norm = nullptr;  // |e|^2: [size], [size*(n-1)]
     ggml_context *ctx = nullptr;
     ggml_backend_buffer_t buf = nullptr;
 };
@@ -119,7 +119,8 @@ struct Builder {
     const ggml_tensor *shaped(const std::string &name, std::vector<int64_t> ne) const {
         const ggml_tensor *s = S.src(name);
         for (size_t i = 0; i < 4; i++)
-            if (s->ne[i] != (i < ne.size() ? ne[i] : 1)) throw Error(KZ_ERR_FORMAT, "tensor " + name + " has an unexpected shape");
+            if (s->ne[i] != (i < ne.size() ? ne[i] : 1))
+                throw Error(KZ_ERR_FORMAT, "tensor " + name + " has an unexpected shape");
         return s;
     }
     // a tensor as stored (numpy [out, in] = ggml [in, out] for linears)
@@ -148,14 +149,16 @@ struct Builder {
         c.pad_left = (int64_t)(c.k - 1) * dil + 1 - stride;
         c.edge = replicate ? kz::ConvShape::kReplicate : kz::ConvShape::kZeros;
         if (stride < 1 || c.pad_left < 0) throw Error(KZ_ERR_FORMAT, name + ": stride larger than the kernel");
-        c.w = make(name + ".weight", kz::packed_shape(c), [this, s, c] { return kz::pack_rows(kz::conv_taps(S.read(s), c.cout, c.cin, c.k), c); });
+        c.w = make(name + ".weight", kz::packed_shape(c),
+                   [this, s, c] { return kz::pack_rows(kz::conv_taps(S.read(s), c.cout, c.cin, c.k), c); });
         if (bias) c.b = plain(name + ".bias", {c.cout});
         return c;
     }
     // codebook rows and their squared norms (double sums, rounded once)
     std::pair<ggml_tensor *, ggml_tensor *> codebook(const std::string &name, int64_t dim, int64_t rows) {
         const ggml_tensor *s = S.src(name);
-        if (ggml_nelements(s) != dim * rows || s->ne[0] != dim) throw Error(KZ_ERR_FORMAT, "tensor " + name + " has an unexpected shape");
+        if (ggml_nelements(s) != dim * rows || s->ne[0] != dim)
+            throw Error(KZ_ERR_FORMAT, "tensor " + name + " has an unexpected shape");
         ggml_tensor *cb = make(name, {dim, rows}, [this, s] { return S.read(s); });
         ggml_tensor *norm = make(name + ".norm", {rows}, [this, s, dim, rows] {
             const std::vector<float> e = S.read(s);
@@ -174,20 +177,23 @@ struct Builder {
 void load_model(Model &m, const char *path) {
     const Source S(path);
     if (!S.src("kazetts.enc.down.weight", false))
-        throw Error(KZ_ERR_FORMAT, std::string(path) + " has no codec encoder (kazetts.enc.*): convert the Base "
-                                   "checkpoint with `kazetts convert` (llama.cpp's converter does not write it)");
+        throw Error(KZ_ERR_FORMAT, std::string(path) +
+                                       " has no codec encoder (kazetts.enc.*): convert the Base "
+                                       "checkpoint with `kazetts convert` (llama.cpp's converter does not write it)");
 
     const std::string E = "kazetts.enc.";
     Hparams &hp = m.hp;
     if (S.num(E + "use_causal_conv") != 1 || S.str(E + "pad_mode") != "constant")
         throw Error(KZ_ERR_FORMAT, "codec encoder: only causal convs with constant padding are supported");
     if (S.num(E + "audio_channels") != 1) throw Error(KZ_ERR_FORMAT, "codec encoder: mono input only");
-    if (S.src(E + "seanet.0.shortcut.weight", false)) throw Error(KZ_ERR_FORMAT, "codec encoder: conv shortcuts are not supported");
+    if (S.src(E + "seanet.0.shortcut.weight", false))
+        throw Error(KZ_ERR_FORMAT, "codec encoder: conv shortcuts are not supported");
     hp.hidden = (int)S.num(E + "hidden_size");
     hp.n_layer = (int)S.num(E + "num_hidden_layers");
     hp.n_head = (int)S.num(E + "num_attention_heads");
     hp.head_dim = (int)S.num(E + "head_dim");
-    if (S.num(E + "num_key_value_heads") != hp.n_head) throw Error(KZ_ERR_FORMAT, "codec encoder: grouped KV heads are not supported");
+    if (S.num(E + "num_key_value_heads") != hp.n_head)
+        throw Error(KZ_ERR_FORMAT, "codec encoder: grouped KV heads are not supported");
     hp.eps = (float)S.num(E + "norm_eps");
     hp.rope_theta = (float)S.num(E + "rope_theta");
     hp.n_codebooks = (int)S.num(E + "n_codebooks");
@@ -210,13 +216,16 @@ void load_model(Model &m, const char *path) {
     for (int r : ratios) {
         Stage st;
         for (int j = 0, dil = 1; j < n_res; j++, dil *= growth, idx++) {
-            ResBlock rb{B.conv(layer(idx) + ".block.1", 1, dil, true, false), B.conv(layer(idx) + ".block.3", 1, 1, true, false)};
-            if (rb.conv1.cin != ch || rb.conv2.cout != ch) throw Error(KZ_ERR_FORMAT, layer(idx) + ": channel mismatch");
+            ResBlock rb{B.conv(layer(idx) + ".block.1", 1, dil, true, false),
+                        B.conv(layer(idx) + ".block.3", 1, 1, true, false)};
+            if (rb.conv1.cin != ch || rb.conv2.cout != ch)
+                throw Error(KZ_ERR_FORMAT, layer(idx) + ": channel mismatch");
             reach += (int64_t)(rb.conv1.k - 1) * dil * step;
             st.res.push_back(rb);
         }
         st.down = B.conv(layer(idx + 1), r, 1, true, false);
-        if (st.down.cin != ch || st.down.k != 2 * r) throw Error(KZ_ERR_FORMAT, layer(idx + 1) + ": unexpected downsampling conv");
+        if (st.down.cin != ch || st.down.k != 2 * r)
+            throw Error(KZ_ERR_FORMAT, layer(idx + 1) + ": unexpected downsampling conv");
         reach += (int64_t)(st.down.k - 1) * step;
         step *= r;
         ch = st.down.cout;
@@ -224,14 +233,16 @@ void load_model(Model &m, const char *path) {
         m.stages.push_back(st);
     }
     m.last = B.conv(layer(idx + 1), 1, 1, true, false);
-    if (m.last.cin != ch || m.last.cout != hp.hidden) throw Error(KZ_ERR_FORMAT, "codec encoder: last SEANet conv width mismatch");
+    if (m.last.cin != ch || m.last.cout != hp.hidden)
+        throw Error(KZ_ERR_FORMAT, "codec encoder: last SEANet conv width mismatch");
     reach += (int64_t)(m.last.k - 1) * step;
     hp.hop = (int)step;
     hp.context = (reach + step - 1) / step * step;
 
     hp.down_stride = (int)S.src(E + "down.weight")->ne[0] / 2;  // kernel 2s, stride s (MimiModel.downsample)
     m.downsample = B.conv(E + "down", hp.down_stride, 1, false, true);
-    if (m.downsample.cin != hp.hidden || m.downsample.cout != hp.hidden || hp.hop * hp.down_stride != hp.samples_per_frame)
+    if (m.downsample.cin != hp.hidden || m.downsample.cout != hp.hidden ||
+        hp.hop * hp.down_stride != hp.samples_per_frame)
         throw Error(KZ_ERR_FORMAT, "codec encoder: downsample does not give downsample_rate samples a frame");
 
     const int64_t H = hp.hidden, qd = (int64_t)hp.n_head * hp.head_dim;
@@ -259,13 +270,15 @@ void load_model(Model &m, const char *path) {
     m.sem_proj = B.plain(E + "quant.semantic.in_proj.weight", {H, hp.cb_dim});
     m.ac_proj = B.plain(E + "quant.acoustic.in_proj.weight", {H, hp.cb_dim});
     std::tie(m.sem_cb, m.sem_norm) = B.codebook(E + "quant.semantic.codebook.weight", hp.cb_dim, hp.cb_size);
-    std::tie(m.ac_cb, m.ac_norm) = B.codebook(E + "quant.acoustic.codebook.weight", hp.cb_dim, (int64_t)hp.cb_size * (hp.n_codebooks - 1));
+    std::tie(m.ac_cb, m.ac_norm) =
+        B.codebook(E + "quant.acoustic.codebook.weight", hp.cb_dim, (int64_t)hp.cb_size * (hp.n_codebooks - 1));
 
     m.buf = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder weights");
     for (Pending &p : B.pending) {
         const std::vector<float> data = p.read();
-        if ((int64_t)data.size() != ggml_nelements(p.dst)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
+        if ((int64_t)data.size() != ggml_nelements(p.dst))
+            throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.dst->name);
         ggml_backend_tensor_set(p.dst, data.data(), 0, ggml_nbytes(p.dst));
     }
 }
@@ -285,7 +298,9 @@ struct Graph {
     }
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) {
         // conv_gemm_op reads cin values of every step of x
-        if (x->ne[0] != c.cin) throw Error(KZ_ERR_FORMAT, "codec encoder: a conv gets " + std::to_string(x->ne[0]) + " channels, takes " + std::to_string(c.cin));
+        if (x->ne[0] != c.cin)
+            throw Error(KZ_ERR_FORMAT, "codec encoder: a conv gets " + std::to_string(x->ne[0]) + " channels, takes " +
+                                           std::to_string(c.cin));
         const int64_t n = (x->ne[1] + c.stride - 1) / c.stride;
         return ggml_set_name(kz::conv_gemm(ctx, c, c.w, c.b, x, n), "conv_gemm");
     }
@@ -316,13 +331,16 @@ struct Graph {
             ggml_tensor *q = ggml_reshape_3d(ctx, conv(t, l.q), hd, hp.n_head, T);
             ggml_tensor *k = ggml_reshape_3d(ctx, conv(t, l.k), hd, hp.n_head, T);
             ggml_tensor *v = ggml_reshape_3d(ctx, conv(t, l.v), hd, hp.n_head, T);
-            q = ggml_rope_ext(ctx, q, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
-            k = ggml_rope_ext(ctx, k, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
-            ggml_tensor *qh = ggml_cont(ctx, ggml_permute(ctx, q, 0, 2, 1, 3));  // sgemm takes a contiguous right side only
+            q = ggml_rope_ext(ctx, q, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f,
+                              0.0f, 0.0f);
+            k = ggml_rope_ext(ctx, k, pos, nullptr, (int)hd, GGML_ROPE_TYPE_NEOX, 0, hp.rope_theta, 1.0f, 0.0f, 1.0f,
+                              0.0f, 0.0f);
+            ggml_tensor *qh =
+                ggml_cont(ctx, ggml_permute(ctx, q, 0, 2, 1, 3));  // sgemm takes a contiguous right side only
             ggml_tensor *kq = ggml_mul_mat(ctx, ggml_permute(ctx, k, 0, 2, 1, 3), qh);  // [T, T, h]
             kq = ggml_soft_max_ext(ctx, ggml_diag_mask_inf(ctx, kq, 0), nullptr, scale, 0.0f);
-            ggml_tensor *vt = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));                                     // [T, hd, h]
-            ggml_tensor *o = ggml_mul_mat(ctx, vt, kq);                                                              // [hd, T, h]
+            ggml_tensor *vt = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [T, hd, h]
+            ggml_tensor *o = ggml_mul_mat(ctx, vt, kq);                          // [hd, T, h]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), hd * hp.n_head, T);
             h = ggml_add(ctx, h, ggml_mul(ctx, conv(o, l.o), l.ls1));
             t = layer_norm(h, l.ln2_w, l.ln2_b);
@@ -342,7 +360,8 @@ struct Graph {
         std::vector<ggml_tensor *> codes{nearest(ggml_mul_mat(ctx, m.sem_proj, x), m.sem_cb, m.sem_norm)};
         ggml_tensor *r = ggml_mul_mat(ctx, m.ac_proj, x);
         for (int q = 0; q + 1 < hp.n_codebooks; q++) {
-            ggml_tensor *cb = ggml_view_2d(ctx, m.ac_cb, hp.cb_dim, hp.cb_size, m.ac_cb->nb[1], (size_t)q * hp.cb_size * m.ac_cb->nb[1]);
+            ggml_tensor *cb = ggml_view_2d(ctx, m.ac_cb, hp.cb_dim, hp.cb_size, m.ac_cb->nb[1],
+                                           (size_t)q * hp.cb_size * m.ac_cb->nb[1]);
             ggml_tensor *norm = ggml_view_1d(ctx, m.ac_norm, hp.cb_size, (size_t)q * hp.cb_size * sizeof(float));
             ggml_tensor *idx = nearest(r, cb, norm);
             codes.push_back(idx);
@@ -386,11 +405,13 @@ struct kz_codec_encoder : kz::GraphRunner {
             ggml_set_output(y);
             ggml_cgraph *gf = ggml_new_graph_custom(ctx.get(), kGraphSize, false);
             ggml_build_forward_expand(gf, y);
-            if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder graph");
+            if (!ggml_gallocr_alloc_graph(galloc, gf))
+                throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder graph");
             ggml_backend_tensor_set(x, pcm + a, 0, ggml_nbytes(x));
             GraphRunner::compute(gf, n_threads, "codec encoder");
             const int64_t skip = s0 - from, keep = y->ne[1] - skip;
-            ggml_backend_tensor_get(y, out.data() + (size_t)(s0 * hp.hidden), (size_t)(skip * hp.hidden) * sizeof(float),
+            ggml_backend_tensor_get(y, out.data() + (size_t)(s0 * hp.hidden),
+                                    (size_t)(skip * hp.hidden) * sizeof(float),
                                     (size_t)(keep * hp.hidden) * sizeof(float));
         }
         return out;
@@ -420,7 +441,8 @@ struct kz_codec_encoder : kz::GraphRunner {
         }
         ggml_set_output(h);
         ggml_set_output(d);
-        if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder graph");
+        if (!ggml_gallocr_alloc_graph(galloc, gf))
+            throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the codec encoder graph");
         ggml_backend_tensor_set(x, s.data(), 0, s.size() * sizeof(float));
         ggml_backend_tensor_memset(x, 0, s.size() * sizeof(float), ggml_nbytes(x) - s.size() * sizeof(float));
         std::vector<int32_t> p(padded);
@@ -453,7 +475,9 @@ int kz_codec_encoder_load(const char *mmproj_path, int n_threads, kz_codec_encod
 
 void kz_codec_encoder_free(kz_codec_encoder *enc) { delete enc; }
 
-const char *kz_codec_encoder_last_error(const kz_codec_encoder *enc) { return enc ? enc->last_error.c_str() : "null handle"; }
+const char *kz_codec_encoder_last_error(const kz_codec_encoder *enc) {
+    return enc ? enc->last_error.c_str() : "null handle";
+}
 
 int kz_codec_encoder_n_codebooks(const kz_codec_encoder *e) { return e ? e->model.hp.n_codebooks : 0; }
 int kz_codec_encoder_samples_per_frame(const kz_codec_encoder *e) { return e ? e->model.hp.samples_per_frame : 0; }
@@ -473,16 +497,19 @@ int64_t kz_codec_encoder_n_frames(const kz_codec_encoder *e, int64_t n_samples) 
     return (n_samples + e->model.hp.samples_per_frame - 1) / e->model.hp.samples_per_frame;
 }
 
-int kz_codec_encoder_encode_debug(kz_codec_encoder *e, const float *pcm, int64_t n_samples, int32_t *codes, size_t capacity,
-                                  float *seanet, float *transformer, float *downsampled) {
+int kz_codec_encoder_encode_debug(kz_codec_encoder *e, const float *pcm, int64_t n_samples, int32_t *codes,
+                                  size_t capacity, float *seanet, float *transformer, float *downsampled) {
     return kz::call_handle(e, [&] {
         if (!pcm || !codes) throw Error(KZ_ERR_INVALID_ARGUMENT, "null samples or codes buffer");
         if (n_samples < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "no samples to encode");
         const int64_t frames = kz_codec_encoder_n_frames(e, n_samples);
         if (capacity < (size_t)frames * e->model.hp.n_codebooks)
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "codes buffer too small: need " + std::to_string((size_t)frames * e->model.hp.n_codebooks) + " values");
+            throw Error(
+                KZ_ERR_INVALID_ARGUMENT,
+                "codes buffer too small: need " + std::to_string((size_t)frames * e->model.hp.n_codebooks) + " values");
         for (int64_t i = 0; i < n_samples; i++)
-            if (!std::isfinite(pcm[i])) throw Error(KZ_ERR_INVALID_ARGUMENT, "sample " + std::to_string(i) + " is not finite");
+            if (!std::isfinite(pcm[i]))
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "sample " + std::to_string(i) + " is not finite");
         e->encode(pcm, n_samples, codes, seanet, transformer, downsampled);
     });
 }

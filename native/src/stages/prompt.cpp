@@ -34,17 +34,19 @@ std::vector<std::string> speaker_names(const VoiceTable &voices) {
 void check_voice(const VoiceTable &voices, const PromptRequest &r) {
     const std::string &kind = voices.model_type;
     if (kind == "custom_voice" && r.speaker.empty()) {
-        throw Error(KZ_ERR_INVALID_ARGUMENT, "this custom_voice model needs a speaker; choose one of " +
-                                                 join(speaker_names(voices)));
+        throw Error(KZ_ERR_INVALID_ARGUMENT,
+                    "this custom_voice model needs a speaker; choose one of " + join(speaker_names(voices)));
     }
     if (kind == "voice_design" && (!r.speaker.empty() || r.xvector)) {
-        throw Error(KZ_ERR_INVALID_ARGUMENT, "this voice_design model takes no speaker: describe the voice with an instruct");
+        throw Error(KZ_ERR_INVALID_ARGUMENT,
+                    "this voice_design model takes no speaker: describe the voice with an instruct");
     }
     if (kind == "voice_design" && !r.instruct_ids) {
         throw Error(KZ_ERR_INVALID_ARGUMENT, "this voice_design model needs an instruct describing the voice");
     }
     if (kind == "base" && !r.xvector) {
-        throw Error(KZ_ERR_INVALID_ARGUMENT, "this base model needs a speaker_embedding (an x-vector of the voice to clone)");
+        throw Error(KZ_ERR_INVALID_ARGUMENT,
+                    "this base model needs a speaker_embedding (an x-vector of the voice to clone)");
     }
 }
 
@@ -82,7 +84,8 @@ int32_t VoiceTable::language_id(const std::string &language, const std::string &
 Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const std::vector<int32_t> &text_ids,
                     const PromptRequest &r) {
     const int H = rows.hidden();
-    if (text_ids.size() <= size_t(ROLE_TOKENS + TAIL_TOKENS)) throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
+    if (text_ids.size() <= size_t(ROLE_TOKENS + TAIL_TOKENS))
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
     // checked in kazetts/stages/prompt.py's order (the first fault of a request is the one named):
     // the language, the speaker row (both given, the x-vector's size, the speaker's name), the
     // instruct, then the voice the model type takes
@@ -99,8 +102,9 @@ Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const s
         auto it = voices.speakers.find(lower(r.speaker));
         if (it == voices.speakers.end()) {
             const std::vector<std::string> names = speaker_names(voices);
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown speaker '" + r.speaker + "'; choose one of " +
-                                                     (names.empty() ? "none: this model has no named speakers" : join(names)));
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "unknown speaker '" + r.speaker + "'; choose one of " +
+                            (names.empty() ? "none: this model has no named speakers" : join(names)));
         }
         speaker_id = it->second;
     }
@@ -109,8 +113,9 @@ Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const s
     }
     check_voice(voices, r);
 
-    std::vector<int32_t> tags = lang < 0 ? std::vector<int32_t>{voices.codec_nothink, voices.codec_think_bos, voices.codec_think_eos}
-                                         : std::vector<int32_t>{voices.codec_think, voices.codec_think_bos, lang, voices.codec_think_eos};
+    std::vector<int32_t> tags =
+        lang < 0 ? std::vector<int32_t>{voices.codec_nothink, voices.codec_think_bos, voices.codec_think_eos}
+                 : std::vector<int32_t>{voices.codec_think, voices.codec_think_bos, lang, voices.codec_think_eos};
     const std::vector<float> specials = rows.text({voices.tts_bos, voices.tts_eos, voices.tts_pad});
     const float *tts_bos = &specials[0], *tts_eos = &specials[size_t(H)], *tts_pad = &specials[2 * size_t(H)];
 

@@ -57,9 +57,9 @@ struct Prompt {
 
 struct PromptRequest {
     std::string language = "auto";
-    std::string speaker;                 // "" = none
+    std::string speaker;  // "" = none
     const std::vector<int32_t> *instruct_ids = nullptr;
-    const float *xvector = nullptr;      // replaces the speaker row
+    const float *xvector = nullptr;  // replaces the speaker row
     int xvector_len = 0;
     bool text_streaming = true;
 };

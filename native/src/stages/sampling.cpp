@@ -7,7 +7,6 @@
 
 #include "core/common_internal.h"
 
-
 namespace kz {
 
 int TalkerSampler::choose(const float *logits, uint64_t *rng_state) {

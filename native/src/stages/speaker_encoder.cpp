@@ -25,14 +25,14 @@
 #include "kazetts/speaker_encoder.h"
 
 #include "core/common_internal.h"
-#include "kernels/custom_op.h"
 #include "core/gguf_reader.h"
 #include "core/graph_runner.h"
+#include "kernels/custom_op.h"
 
-#include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "ggml.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,7 +47,7 @@ namespace {
 using kz::Error;
 
 constexpr int kGraphSize = 4096;
-constexpr float kStdFloor = 1e-12f;  // the reference clamps the variance at 1e-12 before the sqrt
+constexpr float kStdFloor = 1e-12f;                   // the reference clamps the variance at 1e-12 before the sqrt
 const std::vector<int> kDilations = {1, 2, 3, 4, 1};  // enc_dilations of every published config
 
 struct Conv {  // Conv1d, padding "same" by reflection: w [k*cin, cout] (tap fastest), b [cout] or null
@@ -125,13 +125,16 @@ int count(const kz::GgufReader &L, const std::string &prefix, int first, const s
 }
 
 void expect_in(const Conv &c, int cin, const std::string &what) {
-    if (c.cin != cin) throw Error(KZ_ERR_FORMAT, what + " takes " + std::to_string(c.cin) + " channels, expected " + std::to_string(cin));
+    if (c.cin != cin)
+        throw Error(KZ_ERR_FORMAT,
+                    what + " takes " + std::to_string(c.cin) + " channels, expected " + std::to_string(cin));
 }
 
 void load_model(Model &m, const char *path) {
     const kz::GgufReader L(path);
     if (!L.src("a.conv1d.0.weight", false))
-        throw Error(KZ_ERR_FORMAT, std::string(path) + " has no speaker encoder (a.conv1d.0.weight): only Base models have one");
+        throw Error(KZ_ERR_FORMAT,
+                    std::string(path) + " has no speaker encoder (a.conv1d.0.weight): only Base models have one");
     const int n_blocks = count(L, "a.blk.", 1, ".conv_pw1.weight");
     const std::vector<int> dil = L.ints("kazetts.spk.enc_dilations", kDilations);
     if (n_blocks < 1 || n_blocks > GGML_MAX_SRC || (int)dil.size() != n_blocks + 2)
@@ -153,8 +156,10 @@ void load_model(Model &m, const char *path) {
         ch = blk.tdnn1.cout;
         const int scale = count(L, p + "res2.", 0, ".weight") + 1;
         const int want_scale = (int)L.num("kazetts.spk.enc_res2net_scale", scale);
-        if (scale < 2 || scale > GGML_MAX_SRC || scale != want_scale || ch % scale)  // concat takes <= GGML_MAX_SRC parts
-            throw Error(KZ_ERR_FORMAT, p + "res2: " + std::to_string(scale - 1) + " convs for " + std::to_string(ch) + " channels");
+        if (scale < 2 || scale > GGML_MAX_SRC || scale != want_scale ||
+            ch % scale)  // concat takes <= GGML_MAX_SRC parts
+            throw Error(KZ_ERR_FORMAT,
+                        p + "res2: " + std::to_string(scale - 1) + " convs for " + std::to_string(ch) + " channels");
         for (int x = 0; x + 1 < scale; x++) {
             blk.res2.push_back(B.conv(p + "res2." + std::to_string(x), dil[i]));
             expect_in(blk.res2.back(), ch / scale, p + "res2");
@@ -180,7 +185,8 @@ void load_model(Model &m, const char *path) {
     expect_in(m.asp_x, m.channels, "a.asp_tdnn");
     m.asp_attn = B.conv("a.asp_attn", 1);
     expect_in(m.asp_attn, m.asp_x.cout, "a.asp_attn");
-    if (m.asp_attn.cout != m.channels || m.asp_attn.k != 1) throw Error(KZ_ERR_FORMAT, "a.asp_attn has an unexpected shape");
+    if (m.asp_attn.cout != m.channels || m.asp_attn.k != 1)
+        throw Error(KZ_ERR_FORMAT, "a.asp_attn has an unexpected shape");
     m.fc = B.conv("mm.a.fc", 1);
     expect_in(m.fc, 2 * m.channels, "mm.a.fc");
     m.dim = m.fc.cout;
@@ -189,7 +195,8 @@ void load_model(Model &m, const char *path) {
     if (!m.buf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the speaker encoder weights");
     for (auto &p : B.pending) {
         const std::vector<float> data = p.second();
-        if ((int64_t)data.size() != ggml_nelements(p.first)) throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.first->name);
+        if ((int64_t)data.size() != ggml_nelements(p.first))
+            throw Error(KZ_ERR_FORMAT, std::string("size mismatch for ") + p.first->name);
         ggml_backend_tensor_set(p.first, data.data(), 0, ggml_nbytes(p.first));
     }
 }
@@ -214,7 +221,8 @@ void im2col_reflect(ggml_tensor *dst, int ith, int nth, void *userdata) {
             if (plus) {
                 const char *add = (const char *)plus->data + i * plus->nb[1];
                 for (int ci = 0; ci < c.cin; ci++)
-                    out[j + (int64_t)c.k * ci] = *(const float *)(col + ci * x->nb[0]) + *(const float *)(add + ci * plus->nb[0]);
+                    out[j + (int64_t)c.k * ci] =
+                        *(const float *)(col + ci * x->nb[0]) + *(const float *)(add + ci * plus->nb[0]);
             } else {
                 for (int ci = 0; ci < c.cin; ci++) out[j + (int64_t)c.k * ci] = *(const float *)(col + ci * x->nb[0]);
             }
@@ -274,7 +282,8 @@ void time_stats(ggml_tensor *dst, int ith, int nth, bool with_std) {
         for (int64_t t = 0; t < T; t++)
             for (int64_t c = 0; c < n; c++) top[c] = std::max(top[c], at(logits, c0 + c, t) + b[c0 + c]);
         for (int64_t t = 0; t < T; t++)
-            for (int64_t c = 0; c < n; c++) sum[c] += w[t * n + c] = std::exp(at(logits, c0 + c, t) + b[c0 + c] - top[c]);
+            for (int64_t c = 0; c < n; c++)
+                sum[c] += w[t * n + c] = std::exp(at(logits, c0 + c, t) + b[c0 + c] - top[c]);
         for (int64_t t = 0; t < T; t++)
             for (int64_t c = 0; c < n; c++) w[t * n + c] = (float)(w[t * n + c] / sum[c]);
     }
@@ -301,9 +310,10 @@ struct Graph {
     ggml_context *ctx;
     ggml_tensor *mel = nullptr, *xvec = nullptr;
 
-    ggml_tensor *custom(const char *name, int64_t ne0, int64_t ne1, std::vector<ggml_tensor *> args, ggml_custom_op_t op,
-                        void *userdata = nullptr) {
-        ggml_tensor *t = ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, 1, 1, args.data(), (int)args.size(), op, GGML_N_TASKS_MAX, userdata);
+    ggml_tensor *custom(const char *name, int64_t ne0, int64_t ne1, std::vector<ggml_tensor *> args,
+                        ggml_custom_op_t op, void *userdata = nullptr) {
+        ggml_tensor *t = ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, 1, 1, args.data(), (int)args.size(), op,
+                                        GGML_N_TASKS_MAX, userdata);
         return ggml_set_name(t, name);
     }
     // the conv without its bias; `plus` (same shape as x) is added to x first
@@ -311,7 +321,8 @@ struct Graph {
         if (c.k == 1 && !plus) return ggml_mul_mat(ctx, c.w, x);
         std::vector<ggml_tensor *> args{x};
         if (plus) args.push_back(plus);
-        return ggml_mul_mat(ctx, c.w, custom("im2col", (int64_t)c.k * c.cin, x->ne[1], args, im2col_reflect, const_cast<Conv *>(&c)));
+        return ggml_mul_mat(
+            ctx, c.w, custom("im2col", (int64_t)c.k * c.cin, x->ne[1], args, im2col_reflect, const_cast<Conv *>(&c)));
     }
     ggml_tensor *conv(ggml_tensor *x, const Conv &c) { return ggml_add(ctx, linear(x, c), c.b); }
     ggml_tensor *tdnn(ggml_tensor *x, const Conv &c, ggml_tensor *plus = nullptr) {
@@ -344,7 +355,8 @@ struct Graph {
 
     ggml_tensor *pool(ggml_tensor *x) {  // [C, T] -> [2C, 1]
         ggml_tensor *stats = ggml_add(ctx, linear(time_stats(x, true), m.asp_stats), m.asp_x.b);
-        ggml_tensor *a = ggml_tanh(ctx, custom("bias_relu", m.asp_x.cout, x->ne[1], {linear(x, m.asp_x), stats}, bias_relu_op));
+        ggml_tensor *a =
+            ggml_tanh(ctx, custom("bias_relu", m.asp_x.cout, x->ne[1], {linear(x, m.asp_x), stats}, bias_relu_op));
         return time_stats(x, true, linear(a, m.asp_attn), m.asp_attn.b);
     }
 
@@ -377,18 +389,21 @@ struct kz_speaker_encoder : kz::GraphRunner {
     void encode(const float *mel, int n_frames, int n_mels, float *out, size_t capacity) {
         if (!mel || !out) throw Error(KZ_ERR_INVALID_ARGUMENT, "null mel or output buffer");
         if (n_mels != model.n_mels)
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "expected " + std::to_string(model.n_mels) + " mel bands, got " + std::to_string(n_mels));
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "expected " + std::to_string(model.n_mels) + " mel bands, got " + std::to_string(n_mels));
         if (n_frames < model.min_frames)
-            throw Error(KZ_ERR_INVALID_ARGUMENT, "need at least " + std::to_string(model.min_frames) + " mel frames, got " +
-                                                     std::to_string(n_frames));
-        if (capacity < (size_t)model.dim) throw Error(KZ_ERR_INVALID_ARGUMENT, "output buffer too small: need " + std::to_string(model.dim));
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "need at least " + std::to_string(model.min_frames) +
+                                                     " mel frames, got " + std::to_string(n_frames));
+        if (capacity < (size_t)model.dim)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "output buffer too small: need " + std::to_string(model.dim));
         ggml_init_params gp = {graph_mem.size(), graph_mem.data(), true};
         ggml_context *ctx = ggml_init(gp);
         if (!ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
         std::unique_ptr<ggml_context, void (*)(ggml_context *)> guard(ctx, ggml_free);
         Graph g{model, ctx};
         ggml_cgraph *gf = g.build(n_frames);
-        if (!ggml_gallocr_alloc_graph(galloc, gf)) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the speaker encoder graph");
+        if (!ggml_gallocr_alloc_graph(galloc, gf))
+            throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the speaker encoder graph");
         ggml_backend_tensor_set(g.mel, mel, 0, ggml_nbytes(g.mel));
         GraphRunner::compute(gf, n_threads, "speaker encoder");
         ggml_backend_tensor_get(g.xvec, out, 0, ggml_nbytes(g.xvec));
@@ -397,7 +412,8 @@ struct kz_speaker_encoder : kz::GraphRunner {
 
 extern "C" {
 
-int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out, char *err, size_t err_len) {
+int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out, char *err,
+                            size_t err_len) {
     return kz::load_handle(mmproj_path, out, err, err_len, [&] {
         if (n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
         std::unique_ptr<kz_speaker_encoder> e(new kz_speaker_encoder());
@@ -410,7 +426,9 @@ int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_e
 
 void kz_speaker_encoder_free(kz_speaker_encoder *enc) { delete enc; }
 
-const char *kz_speaker_encoder_last_error(const kz_speaker_encoder *enc) { return enc ? enc->last_error.c_str() : "null handle"; }
+const char *kz_speaker_encoder_last_error(const kz_speaker_encoder *enc) {
+    return enc ? enc->last_error.c_str() : "null handle";
+}
 
 int kz_speaker_encoder_n_mels(const kz_speaker_encoder *enc) { return enc ? enc->model.n_mels : 0; }
 int kz_speaker_encoder_dim(const kz_speaker_encoder *enc) { return enc ? enc->model.dim : 0; }
@@ -423,7 +441,8 @@ int kz_speaker_encoder_set_threads(kz_speaker_encoder *enc, int n_threads) {
     });
 }
 
-int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels, float *out, size_t capacity) {
+int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels, float *out,
+                              size_t capacity) {
     return kz::call_handle(enc, [&] { enc->encode(mel, n_frames, n_mels, out, capacity); });
 }
 

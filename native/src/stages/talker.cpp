@@ -7,9 +7,9 @@
 
 #include "core/common_internal.h"
 #include "ggml-backend.h"
-#include "kazetts/talker_backend.h"
 #include "ggml-cpu.h"
 #include "kazetts/talker.h"
+#include "kazetts/talker_backend.h"
 #include "llama.h"
 #include "stages/talker_file.h"
 
@@ -79,16 +79,20 @@ void Talker::reserve(int positions) {
     llama_context_params cp = llama_context_default_params();
     kz_talker_context_params(&cp, capacity, n_batch_, threads_, &hidden_);
     ctx_ = llama_init_from_model(model_, cp);
-    if (!ctx_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not create a context of " + std::to_string(capacity) + " positions for " + path_);
+    if (!ctx_)
+        throw Error(KZ_ERR_FORMAT,
+                    "llama.cpp could not create a context of " + std::to_string(capacity) + " positions for " + path_);
     capacity_ = capacity;
 }
 
 std::vector<int32_t> Talker::tokenize(const std::string &text) const {
     std::vector<llama_token> tokens(text.size() + 16);
-    int n = llama_tokenize(vocab_, text.data(), int32_t(text.size()), tokens.data(), int32_t(tokens.size()), false, true);
+    int n =
+        llama_tokenize(vocab_, text.data(), int32_t(text.size()), tokens.data(), int32_t(tokens.size()), false, true);
     if (n < 0) {
         tokens.resize(size_t(-n));
-        n = llama_tokenize(vocab_, text.data(), int32_t(text.size()), tokens.data(), int32_t(tokens.size()), false, true);
+        n = llama_tokenize(vocab_, text.data(), int32_t(text.size()), tokens.data(), int32_t(tokens.size()), false,
+                           true);
         if (n < 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "text too long to tokenize");
     }
     return std::vector<int32_t>(tokens.begin(), tokens.begin() + n);
@@ -96,7 +100,8 @@ std::vector<int32_t> Talker::tokenize(const std::string &text) const {
 
 void Talker::reset(int positions) {
     if (positions < 0 || positions > n_ctx_) {
-        throw Error(KZ_ERR_INVALID_ARGUMENT, "an utterance of " + std::to_string(positions) + " positions does not fit the talker's context of " +
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "an utterance of " + std::to_string(positions) +
+                                                 " positions does not fit the talker's context of " +
                                                  std::to_string(n_ctx_));
     }
     reserve(positions ? positions : n_ctx_);
@@ -106,14 +111,16 @@ void Talker::reset(int positions) {
 
 void Talker::step(const float *embeddings, int n) {
     if (position_ + n > capacity_) {
-        throw Error(KZ_ERR_STATE, "the utterance needs more than the " + std::to_string(capacity_) + " positions reset() made room for (the talker's context holds at most " +
+        throw Error(KZ_ERR_STATE, "the utterance needs more than the " + std::to_string(capacity_) +
+                                      " positions reset() made room for (the talker's context holds at most " +
                                       std::to_string(n_ctx_) + ")");
     }
     hidden_.written = 0;
     for (int start = 0; start < n; start += n_batch_) {
         decode(embeddings + size_t(start) * size_t(hidden_size_), std::min(n_batch_, n - start), start + n_batch_ >= n);
     }
-    if (!hidden_.written) throw Error(KZ_ERR_COMPUTE, "llama.cpp's graph for " + path_ + " has no " + HIDDEN_TENSOR + " row");
+    if (!hidden_.written)
+        throw Error(KZ_ERR_COMPUTE, "llama.cpp's graph for " + path_ + " has no " + HIDDEN_TENSOR + " row");
 }
 
 const float *Talker::hidden() const { return hidden_row_.data(); }
@@ -143,7 +150,8 @@ void Talker::decode(const float *embeddings, int n, bool output_last) {
 
 }  // namespace kz
 
-KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t n_batch, int32_t n_threads, kz_talker_hidden *hidden) {
+KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                                     kz_talker_hidden *hidden) {
     auto &cp = *static_cast<llama_context_params *>(llama_params);
     cp.n_ctx = uint32_t(n_ctx);
     cp.n_batch = cp.n_ubatch = uint32_t(n_batch);

@@ -37,7 +37,8 @@ std::string string_value(gguf_context *g, const std::string &key, const std::str
 std::vector<std::string> string_array(gguf_context *g, const std::string &key) {
     std::vector<std::string> out;
     int64_t id = key_of(g, key);
-    if (id < 0 || gguf_get_kv_type(g, id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(g, id) != GGUF_TYPE_STRING) return out;
+    if (id < 0 || gguf_get_kv_type(g, id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(g, id) != GGUF_TYPE_STRING)
+        return out;
     for (size_t i = 0; i < gguf_get_arr_n(g, id); ++i) out.push_back(gguf_get_arr_str(g, id, i));
     return out;
 }
@@ -46,7 +47,8 @@ std::vector<int64_t> int_array(gguf_context *g, const std::string &key, const st
     std::vector<int64_t> out;
     int64_t id = key_of(g, key);
     if (id < 0) return out;
-    if (gguf_get_kv_type(g, id) != GGUF_TYPE_ARRAY) throw Error(KZ_ERR_FORMAT, path + ": key " + key + " is not an array");
+    if (gguf_get_kv_type(g, id) != GGUF_TYPE_ARRAY)
+        throw Error(KZ_ERR_FORMAT, path + ": key " + key + " is not an array");
     const size_t n = gguf_get_arr_n(g, id);
     const void *data = n ? gguf_get_arr_data(g, id) : nullptr;
     for (size_t i = 0; i < n; ++i) {
@@ -91,7 +93,8 @@ TalkerFile::TalkerFile(const std::string &path) : path_(path) {
     }
     try {
         const std::string arch = string_value(g_, "general.architecture", "");
-        if (arch != TALKER_ARCH) throw Error(KZ_ERR_FORMAT, path + " is a '" + arch + "' GGUF, not a Qwen3-TTS talker ('qwen3tts')");
+        if (arch != TALKER_ARCH)
+            throw Error(KZ_ERR_FORMAT, path + " is a '" + arch + "' GGUF, not a Qwen3-TTS talker ('qwen3tts')");
         const int64_t embd = gguf_find_tensor(g_, TOKEN_EMBD), out = gguf_find_tensor(g_, OUTPUT);
         if (embd < 0 || out < 0) throw Error(KZ_ERR_FORMAT, path + " has no " + (embd < 0 ? TOKEN_EMBD : OUTPUT));
         const ggml_type type = gguf_get_tensor_type(g_, embd);
@@ -105,7 +108,8 @@ TalkerFile::TalkerFile(const std::string &path) : path_(path) {
         row_bytes_ = ggml_row_size(type, ne[0]);
         codec_vocab_ = int(gguf_get_tensor_ne(g_, out)[1]);
         text_vocab_ = int(ne[1]) - codec_vocab_;
-        if (hidden_ < 1 || text_vocab_ < 1 || codec_vocab_ < 1) throw Error(KZ_ERR_FORMAT, path + ": token_embd and output shapes disagree");
+        if (hidden_ < 1 || text_vocab_ < 1 || codec_vocab_ < 1)
+            throw Error(KZ_ERR_FORMAT, path + ": token_embd and output shapes disagree");
         embd_offset_ = uint64_t(gguf_get_data_offset(g_)) + gguf_get_tensor_offset(g_, embd);
         check_vocabulary(g_, path);
         voices_ = key_of(g_, "kazetts.model_type") >= 0 ? voices_from_metadata() : voices_from_token_names();
@@ -125,7 +129,8 @@ std::vector<float> TalkerFile::rows(const std::vector<int32_t> &ids, int offset)
     std::vector<uint8_t> raw(row_bytes_);
     const int limit = offset ? codec_vocab_ : text_vocab_;
     for (size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= limit) throw Error(KZ_ERR_INVALID_ARGUMENT, "embedding row " + std::to_string(ids[i]) + " out of range");
+        if (ids[i] < 0 || ids[i] >= limit)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "embedding row " + std::to_string(ids[i]) + " out of range");
         const uint64_t at = embd_offset_ + uint64_t(ids[i] + offset) * row_bytes_;
         if (fseeko(f_, off_t(at), SEEK_SET) != 0 || std::fread(raw.data(), 1, row_bytes_, f_) != row_bytes_) {
             throw Error(KZ_ERR_IO, path_ + ": cannot read token_embd row (truncated?)");
@@ -148,14 +153,18 @@ VoiceTable TalkerFile::voices_from_metadata() const {
     };
     VoiceTable v;
     const std::string t = "kazetts.text.", c = "kazetts.codec.";
-    v.tts_pad = id(t + "tts_pad_token_id"), v.tts_bos = id(t + "tts_bos_token_id"), v.tts_eos = id(t + "tts_eos_token_id");
+    v.tts_pad = id(t + "tts_pad_token_id"), v.tts_bos = id(t + "tts_bos_token_id"),
+    v.tts_eos = id(t + "tts_eos_token_id");
     v.codec_pad = id(c + "pad_id"), v.codec_bos = id(c + "bos_id"), v.codec_eos = id(c + "eos_token_id");
     v.codec_think = id(c + "think_id"), v.codec_nothink = id(c + "nothink_id");
     v.codec_think_bos = id(c + "think_bos_id"), v.codec_think_eos = id(c + "think_eos_id");
-    const std::vector<std::string> langs = string_array(g_, "kazetts.languages"), spk = string_array(g_, "kazetts.speakers");
+    const std::vector<std::string> langs = string_array(g_, "kazetts.languages"),
+                                   spk = string_array(g_, "kazetts.speakers");
     const std::vector<std::string> dialects = string_array(g_, "kazetts.speaker_dialects");
-    const std::vector<int64_t> lang_ids = int_array(g_, "kazetts.language_ids", path_), spk_ids = int_array(g_, "kazetts.speaker_ids", path_);
-    if (lang_ids.size() != langs.size() || spk_ids.size() != spk.size()) throw Error(KZ_ERR_FORMAT, path_ + ": voice lists and their ids differ in length");
+    const std::vector<int64_t> lang_ids = int_array(g_, "kazetts.language_ids", path_),
+                               spk_ids = int_array(g_, "kazetts.speaker_ids", path_);
+    if (lang_ids.size() != langs.size() || spk_ids.size() != spk.size())
+        throw Error(KZ_ERR_FORMAT, path_ + ": voice lists and their ids differ in length");
     for (size_t i = 0; i < langs.size(); ++i) v.languages[langs[i]] = int32_t(lang_ids[i]);
     for (size_t i = 0; i < spk.size(); ++i) {
         v.speakers[spk[i]] = int32_t(spk_ids[i]);
@@ -178,14 +187,15 @@ VoiceTable TalkerFile::voices_from_token_names() const {
     VoiceTable v;
     v.codec_pad = token("<|codec_pad|>", text_vocab_), v.codec_bos = token("<|codec_bos|>", text_vocab_);
     v.codec_eos = token("<|codec_eos_token|>", text_vocab_), v.codec_think = token("<|codec_think|>", text_vocab_);
-    v.codec_nothink = token("<|codec_nothink|>", text_vocab_), v.codec_think_bos = token("<|codec_think_bos|>", text_vocab_);
+    v.codec_nothink = token("<|codec_nothink|>", text_vocab_),
+    v.codec_think_bos = token("<|codec_think_bos|>", text_vocab_);
     v.codec_think_eos = token("<|codec_think_eos|>", text_vocab_);
     v.tts_pad = token("<tts_pad>", 0), v.tts_bos = token("<tts_text_bos>", 0), v.tts_eos = token("<tts_text_eod>", 0);
     auto named = [&](const std::string &prefix, std::map<std::string, int32_t> &out) {
         for (const auto &kv : index) {
             const std::string &tok = kv.first;
-            if (kv.second >= text_vocab_ && tok.size() > prefix.size() + 2 && tok.compare(0, prefix.size(), prefix) == 0 &&
-                tok.compare(tok.size() - 2, 2, "|>") == 0) {
+            if (kv.second >= text_vocab_ && tok.size() > prefix.size() + 2 &&
+                tok.compare(0, prefix.size(), prefix) == 0 && tok.compare(tok.size() - 2, 2, "|>") == 0) {
                 out[tok.substr(prefix.size(), tok.size() - prefix.size() - 2)] = kv.second - text_vocab_;
             }
         }
