@@ -87,6 +87,15 @@ def tiny_gguf(tiny_checkpoint, tmp_path_factory):
     return get
 
 
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that was free a moment ago (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def rewrite_gguf(src, out, drop=lambda key: False, data=lambda tensor: tensor.data, arch: str | None = None) -> None:
     """Writes a copy of a GGUF file without the keys `drop` selects, each tensor's data from `data`
     (a file an older converter or llama.cpp's would write, or a doctored one), under `arch`."""

@@ -22,7 +22,7 @@ import openai
 import pytest
 import soundfile
 
-from conftest import REPO
+from conftest import REPO, free_port
 from kazetts.engine.tts import TTS
 from kazetts.server.app import SERVER, ServerOptions, ServerThread, make_app
 from kazetts.server.audio_formats import pcm16
@@ -650,9 +650,7 @@ def test_a_client_that_sends_half_a_request_is_disconnected(strict):
 def test_kazetts_serve_command(tiny_gguf):
     """The command: binds 127.0.0.1, answers /health once loaded, speaks, stops on SIGTERM."""
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,

@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import itertools
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from wyoming.server import AsyncTcpServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 import kazetts
-from conftest import REPO
+from conftest import REPO, free_port
 from kazetts.engine.tts import TTS
 from kazetts.engine.voice import ModelFingerprint
 from kazetts.errors import KazettsError
@@ -93,9 +92,7 @@ def serve(service: WyomingService, scenario):
     """Runs scenario(port) against the service listening on a free port of 127.0.0.1."""
 
     async def main():
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         server = AsyncTcpServer("127.0.0.1", port)
         await server.start(service.connection)
         try:
@@ -451,9 +448,7 @@ def test_bad_presets_and_voices_for_the_wrong_model_are_one_line_errors(service,
 def test_kazetts_wyoming_command(tiny_gguf):
     """Loads, serves 127.0.0.1, speaks, stops on SIGTERM without a traceback."""
     talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
