@@ -484,7 +484,6 @@ class TTS:
             subtalker_top_k=subtalker_top_k,
             subtalker_top_p=subtalker_top_p,
         )
-        speed = check_speed(speed)
         yield from self._one_request(
             stretch_chunks(
                 self._stream(

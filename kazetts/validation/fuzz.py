@@ -39,7 +39,7 @@ import traceback
 
 import numpy as np
 
-from kazetts.validation.gguf_edit import ARRAY, FLOAT32, STRING, UINT32, GGUFLayout, tensor_nbytes
+from kazetts.validation.gguf_edit import ARRAY, FLOAT32, STRING, UINT32, GGUFLayout, string_places, tensor_nbytes
 
 SEED_FILES = ("mmproj", "talker", "voice")
 # (the talker path parses its header with GGUFHeader first: no separate header run for it)
@@ -114,12 +114,8 @@ class Mutator:
         if not hasattr(self, "_tokens"):
             self._tokens: dict[int, list[int]] = {}
             kv = next((kv for kv in self.layout.kvs if kv.key == "tokenizer.ggml.tokens" and kv.type == ARRAY), None)
-            if kv is not None:
-                (count,), pos = struct.unpack_from("<Q", self.data, kv.value_pos + 4), kv.value_pos + 12
-                for _ in range(count):
-                    (n,) = struct.unpack_from("<Q", self.data, pos)
-                    self._tokens.setdefault(n, []).append(pos + 8)
-                    pos += 8 + n
+            for at, n in string_places(self.data, kv) if kv is not None else []:
+                self._tokens.setdefault(n, []).append(at)
             self._tokens = {n: places for n, places in self._tokens.items() if n and len(places) > 1}
         return self._tokens
 

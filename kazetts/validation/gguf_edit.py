@@ -61,6 +61,18 @@ def array_bytes(type_id: int, values) -> bytes:
     return struct.pack("<IQ", type_id, len(values)) + b"".join(scalar_bytes(type_id, v) for v in values)
 
 
+def string_places(data: bytes | memoryview, kv: KV) -> list[tuple[int, int]]:
+    """(offset in the file, length) of each string of a string-array key, as parsed from `data`:
+    where a test or the fuzzer can change a token's bytes in place."""
+    (count,), pos = struct.unpack_from("<Q", data, kv.value_pos + 4), kv.value_pos + 12  # element type, count
+    places = []
+    for _ in range(count):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        places.append((pos + 8, n))
+        pos += 8 + n
+    return places
+
+
 def tensor_nbytes(dims, type_id: int) -> int:
     import gguf
 
