@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -85,6 +86,21 @@ def tiny_gguf(tiny_checkpoint, tmp_path_factory):
         return built[key]
 
     return get
+
+
+def kazetts_cli(*args, **run) -> subprocess.CompletedProcess:
+    """`python -m kazetts ARGS` from the repository, output captured (run: subprocess.run's options)."""
+    return subprocess.run(
+        [sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO, timeout=600, **run
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
+    """The command failed as a bad input must: status 2, one line on stderr saying `message`."""
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert message in stderr, stderr
 
 
 def free_port() -> int:

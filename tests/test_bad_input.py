@@ -5,15 +5,13 @@ the command line, one line on stderr, a non-zero status and nothing written or o
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 
 import kazetts
-from conftest import REPO, rewrite_gguf
+from conftest import REPO, kazetts_cli, one_line_error, rewrite_gguf
 from kazetts.engine.tts import CROSSFADE_SAMPLES, TTS
 
 ONE_TOKEN_TEXTS = ["Hello", "你好", "!", "🙂"]
@@ -155,16 +153,12 @@ def _token_twice(talker, path):
     """A copy of a talker GGUF where the first token after token 100 of its length takes token
     100's text, in place (bytes changed as a flipped byte would): llama.cpp's vocabulary loader
     asserts on a token twice, aborting the process unless kazetts refuses the file first."""
-    from kazetts.validation.gguf_edit import ARRAY, GGUFLayout
+    from kazetts.validation.gguf_edit import ARRAY, GGUFLayout, string_places
 
     kv = GGUFLayout.read(talker).kv("tokenizer.ggml.tokens")
     assert kv.type == ARRAY
     data = bytearray(talker.read_bytes())
-    places, pos = [], kv.value_pos + 12  # element type (4 bytes), count (8), then (length, bytes) each
-    while len(places) < 2000:
-        n = int.from_bytes(data[pos : pos + 8], "little")
-        places.append((pos + 8, n))
-        pos += 8 + n
+    places = string_places(data, kv)
     (a, n) = places[100]
     b = next(at for at, m in places[101:] if m == n)
     data[b : b + n] = data[a : a + n]
@@ -310,12 +304,6 @@ def test_close_and_with_free_native_memory(models):
 # -- command line ---------------------------------------------------------------------------------
 
 
-def kazetts_cli(*args, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO, timeout=600, input=stdin
-    )
-
-
 @pytest.fixture(scope="module")
 def model_dirs(models, bad_files, tmp_path_factory):
     """Model directories for --model: the good one, and one per broken file."""
@@ -371,7 +359,7 @@ def test_cli_bad_requests_are_one_line_and_write_nothing(model_dirs, tmp_path, a
     out = tmp_path / "out.wav"
     out.write_bytes(b"previous output")
     result = kazetts_cli("say", *args, "-o", out, "--model", model_dirs["good"])
-    _one_line_error(result, message)
+    one_line_error(result, message)
     assert out.read_bytes() == b"previous output" and sorted(tmp_path.iterdir()) == [out]
 
 
@@ -390,23 +378,23 @@ def test_cli_bad_files_are_one_line_and_write_nothing(model_dirs, tmp_path, case
     out = tmp_path / "out.wav"
     out.write_bytes(b"previous output")
     result = kazetts_cli("say", *SAY, "-o", out, "--model", model_dirs[case])
-    _one_line_error(result, message.replace("t-talker", "talker"))
+    one_line_error(result, message.replace("t-talker", "talker"))
     assert out.read_bytes() == b"previous output" and sorted(tmp_path.iterdir()) == [out]
 
 
 def test_cli_unwritable_output_fails_before_compute(model_dirs, tmp_path):
     (tmp_path / "a-file").write_bytes(b"")
     result = kazetts_cli("say", *SAY, "-o", tmp_path / "a-file" / "out.wav", "--model", model_dirs["good"])
-    _one_line_error(result, "is not a directory")
+    one_line_error(result, "is not a directory")
     result = kazetts_cli("say", *SAY, "-o", tmp_path, "--model", model_dirs["good"])
-    _one_line_error(result, "is a directory")
+    one_line_error(result, "is a directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
 def test_cli_reads_text_from_stdin_and_file_and_replaces_the_output(model_dirs, tmp_path):
     out = tmp_path / "out.wav"
     out.write_bytes(b"previous output")
-    result = kazetts_cli("say", "-", *SAY[1:], "-o", out, "--model", model_dirs["good"], stdin="你好".encode())
+    result = kazetts_cli("say", "-", *SAY[1:], "-o", out, "--model", model_dirs["good"], input="你好".encode())
     assert result.returncode == 0, result.stderr.decode()
     from_stdin = out.read_bytes()
     assert from_stdin.startswith(b"RIFF") and sorted(tmp_path.iterdir()) == [out]
@@ -416,10 +404,3 @@ def test_cli_reads_text_from_stdin_and_file_and_replaces_the_output(model_dirs, 
     )
     assert result.returncode == 0, result.stderr.decode()
     assert out.read_bytes() == from_stdin, "the same text the same way gives the same greedy audio"
-
-
-def _one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
-    stderr = result.stderr.decode()
-    assert result.returncode == 2, stderr
-    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
-    assert message in stderr, stderr

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import soundfile
 
-from conftest import DUMPS, REPO
-
-
-def kazetts(*args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO, timeout=600, **kw
-    )
+from conftest import DUMPS
+from conftest import kazetts_cli as kazetts
 
 
 @pytest.fixture(scope="module")

@@ -17,23 +17,10 @@ import threading
 
 import pytest
 
-from conftest import DUMPS, REPO
+from conftest import DUMPS, REPO, kazetts_cli, one_line_error
 
 SAY = ["Hello there.", "--speaker", "vivian", "--greedy", "--max-frames", "3"]
 RECORDING = DUMPS / "recordings" / "ref_en_16k.wav"
-
-
-def kazetts(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kazetts", *map(str, args)], capture_output=True, cwd=REPO, timeout=600
-    )
-
-
-def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
-    stderr = result.stderr.decode()
-    assert result.returncode == 2, stderr
-    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
-    assert message in stderr, stderr
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +52,7 @@ def device(path: pathlib.Path, minor: int, kind: int = stat.S_IFCHR, major: int 
 
 def test_say_to_a_device_writes_through_it(model_dir, tmp_path):
     null = device(tmp_path / "null", 3)
-    result = kazetts("say", *SAY, "-o", null, "--model", model_dir)
+    result = kazetts_cli("say", *SAY, "-o", null, "--model", model_dir)
     assert result.returncode == 0, result.stderr.decode()
     assert stat.S_ISCHR(os.stat(null).st_mode), "the device node was replaced by a regular file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
@@ -73,7 +60,7 @@ def test_say_to_a_device_writes_through_it(model_dir, tmp_path):
 
 def test_say_to_a_full_device_says_no_space(model_dir, tmp_path):
     full = device(tmp_path / "full", 7)
-    one_line_error(kazetts("say", *SAY, "-o", full, "--model", model_dir), "no space left on device")
+    one_line_error(kazetts_cli("say", *SAY, "-o", full, "--model", model_dir), "no space left on device")
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
@@ -83,7 +70,7 @@ def test_say_to_a_fifo_streams_the_wav_into_it(model_dir, tmp_path):
     received = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    result = kazetts("say", *SAY, "-o", fifo, "--model", model_dir)
+    result = kazetts_cli("say", *SAY, "-o", fifo, "--model", model_dir)
     reader.join(60)
     assert result.returncode == 0, result.stderr.decode()
     assert received and received[0][:4] == b"RIFF" and stat.S_ISFIFO(os.stat(fifo).st_mode)
@@ -108,7 +95,7 @@ def test_say_keeps_a_symbolic_link_and_replaces_what_it_points_to(model_dir, tmp
     real, link = tmp_path / "real.wav", tmp_path / "link.wav"
     real.write_bytes(b"old audio")
     link.symlink_to(real)
-    result = kazetts("say", *SAY, "-o", link, "--model", model_dir)
+    result = kazetts_cli("say", *SAY, "-o", link, "--model", model_dir)
     assert result.returncode == 0, result.stderr.decode()
     assert link.is_symlink() and real.read_bytes()[:4] == b"RIFF"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.wav", "real.wav"]
@@ -116,12 +103,12 @@ def test_say_keeps_a_symbolic_link_and_replaces_what_it_points_to(model_dir, tmp
 
 def test_say_refuses_a_block_device(model_dir, tmp_path):
     block = device(tmp_path / "disk", 0, stat.S_IFBLK, major=240)  # a local-use major: no driver behind it
-    one_line_error(kazetts("say", *SAY, "-o", block, "--model", model_dir), "is a block device")
+    one_line_error(kazetts_cli("say", *SAY, "-o", block, "--model", model_dir), "is a block device")
 
 
 def test_long_output_names_are_written(model_dir, tmp_path):
     out = tmp_path / ("n" * 250 + ".wav")  # 254 bytes: a valid name, too long for a prefixed temporary one
-    result = kazetts("say", *SAY, "-o", out, "--model", model_dir)
+    result = kazetts_cli("say", *SAY, "-o", out, "--model", model_dir)
     assert result.returncode == 0, result.stderr.decode()
     assert out.read_bytes()[:4] == b"RIFF"
 
@@ -130,13 +117,13 @@ def test_say_never_writes_over_its_own_input(model_dir, tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("Hello there.")
     one_line_error(
-        kazetts("say", "--text-file", text, *SAY[1:], "-o", text, "--model", model_dir),
+        kazetts_cli("say", "--text-file", text, *SAY[1:], "-o", text, "--model", model_dir),
         "is also an input of this command",
     )
     assert text.read_text() == "Hello there."
     talker = next(model_dir.glob("*-talker-*.gguf"))
     size = talker.stat().st_size
-    one_line_error(kazetts("say", *SAY, "-o", talker, "--model", model_dir), "is also an input of this command")
+    one_line_error(kazetts_cli("say", *SAY, "-o", talker, "--model", model_dir), "is also an input of this command")
     assert talker.stat().st_size == size
 
 
@@ -144,14 +131,15 @@ def test_enroll_never_writes_over_its_inputs_even_with_force(base_dir, tmp_path)
     recording = shutil.copy(RECORDING, tmp_path / "me.wav")
     before = pathlib.Path(recording).read_bytes()
     one_line_error(
-        kazetts("enroll", recording, "-o", recording, "--force", "--model", base_dir),
+        kazetts_cli("enroll", recording, "-o", recording, "--force", "--model", base_dir),
         "is also an input of this command",
     )
     assert pathlib.Path(recording).read_bytes() == before
     talker = next(base_dir.glob("*-talker-*.gguf"))
     size = talker.stat().st_size
     one_line_error(
-        kazetts("enroll", recording, "-o", talker, "--force", "--model", base_dir), "is also an input of this command"
+        kazetts_cli("enroll", recording, "-o", talker, "--force", "--model", base_dir),
+        "is also an input of this command",
     )
     assert talker.stat().st_size == size
     assert sorted(p.name for p in tmp_path.iterdir()) == ["me.wav"]
@@ -160,9 +148,11 @@ def test_enroll_never_writes_over_its_inputs_even_with_force(base_dir, tmp_path)
 def test_enroll_replaces_an_existing_file_only_with_force(base_dir, tmp_path):
     out = tmp_path / "me.voice"
     out.write_text("a file the user keeps")
-    one_line_error(kazetts("enroll", RECORDING, "-o", out, "--model", base_dir), "exists; give --force to replace it")
+    one_line_error(
+        kazetts_cli("enroll", RECORDING, "-o", out, "--model", base_dir), "exists; give --force to replace it"
+    )
     assert out.read_text() == "a file the user keeps"
-    result = kazetts("enroll", RECORDING, "-o", out, "--force", "--model", base_dir)
+    result = kazetts_cli("enroll", RECORDING, "-o", out, "--force", "--model", base_dir)
     assert result.returncode == 0, result.stderr.decode()
     assert out.read_bytes()[:4] == b"GGUF" and sorted(p.name for p in tmp_path.iterdir()) == ["me.voice"]
 
@@ -171,7 +161,7 @@ def test_enroll_follows_no_symlink_planted_at_a_temporary_name(base_dir, tmp_pat
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     (tmp_path / "atk.voice.part").symlink_to(victim)
-    result = kazetts("enroll", RECORDING, "-o", tmp_path / "atk.voice", "--model", base_dir)
+    result = kazetts_cli("enroll", RECORDING, "-o", tmp_path / "atk.voice", "--model", base_dir)
     assert result.returncode == 0, result.stderr.decode()
     assert victim.read_text() == "precious"
     assert (tmp_path / "atk.voice").read_bytes()[:4] == b"GGUF"
@@ -180,7 +170,7 @@ def test_enroll_follows_no_symlink_planted_at_a_temporary_name(base_dir, tmp_pat
 def test_enroll_into_a_directory_is_refused_and_leaves_nothing(base_dir, tmp_path):
     folder = tmp_path / "voices"
     folder.mkdir()
-    one_line_error(kazetts("enroll", RECORDING, "-o", folder, "--force", "--model", base_dir), "is a directory")
+    one_line_error(kazetts_cli("enroll", RECORDING, "-o", folder, "--force", "--model", base_dir), "is a directory")
     assert list(folder.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["voices"]
 
 
