@@ -67,7 +67,6 @@ def embedding_sums(manifest: dict, arrays: dict, talker: pathlib.Path) -> np.nda
     tf = TalkerFile(talker)
     prompt = build_prompt(
         tf,
-        tf.voices,
         arrays["text_ids"].tolist(),
         language=case["language"],
         speaker=case["speaker"],

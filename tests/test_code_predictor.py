@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 
@@ -44,22 +43,19 @@ def _cos(a, b):
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def _text_rows(manifest, arrays, tiny_checkpoint, key):
-    from test_prompt import HFRows, _prompt_for
-    from kazetts.stages.prompt import VoiceTable
+def _text_rows(manifest, arrays, tiny_gguf, key):
+    from test_prompt import prompt_for
+    from kazetts.stages.talker_file import TalkerFile
 
-    path = tiny_checkpoint(*key)
-    rows = HFRows(path)
-    voices = VoiceTable.from_hf_config(json.loads((path / "config.json").read_text()))
-    return _prompt_for(manifest, arrays, rows, voices)
+    return prompt_for(manifest, arrays, TalkerFile(tiny_gguf(key[0], key[1], "f32", key[2])[0]))
 
 
 @pytest.mark.parametrize("name", [case.name for case in goldens.CASES])
-def test_greedy_f32_matches_reference(name, mmproj, tiny_checkpoint):
+def test_greedy_f32_matches_reference(name, mmproj, tiny_gguf):
     manifest, arrays, key = _case(name)
     cp = CodePredictor(mmproj(*key, "f32"), threads=2)
     codes, hidden, ref_logits = arrays["codes"], arrays["talker_hidden"], arrays["cp_logits"]
-    prompt = _text_rows(manifest, arrays, tiny_checkpoint, key)
+    prompt = _text_rows(manifest, arrays, tiny_gguf, key)
     n_frames = codes.shape[0]
     n_inputs = arrays["talker_inputs"].shape[0]
     mismatches, min_cos, max_logit_diff, max_emb_diff = [], 1.0, 0.0, 0.0

@@ -168,8 +168,8 @@ def talker_layout(tiny_gguf):
             "blk.0.ffn_gate.weight is I8, a type llama.cpp cannot",
         ),
         (lambda L: L.set_kv("kazetts.codec.pad_id", UINT32, 5000), "codec_pad id 5000 is not in 0..3071"),
-        (lambda L: L.set_kv("kazetts.text.tts_pad_token_id", STRING, "x"), "tts_pad id 'x'"),
-        (lambda L: L.drop("kazetts.codec.bos_id"), "codec_bos id None"),
+        (lambda L: L.set_kv("kazetts.text.tts_pad_token_id", STRING, "x"), "tts_pad id is not an integer"),
+        (lambda L: L.drop("kazetts.codec.bos_id"), "codec_bos id is missing"),
         (lambda L: L.set_kv("kazetts.speaker_ids", ARRAY, (UINT32, [1, 2])), "speaker_ids is not a list of 9 int"),
         (
             lambda L: L.set_kv("kazetts.languages", ARRAY, (UINT32, [1, 2])),

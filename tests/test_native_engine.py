@@ -1,9 +1,9 @@
 """The native engine (kazetts/tts.h) against the reference goldens and against the Python engine.
 
-One definition of each rule: the native copies of the prompt layout, the CB0 sampling
-processors and the long-text split are pinned here to the Python ones (kazetts.stages.prompt,
-kazetts.stages.sampling, kazetts.engine.text_split): greedy codes identical to the reference on
-every golden case, and for one seed the two engines give identical codes and samples.
+One definition of each rule: the native copies of the CB0 sampling processors and the long-text
+split are pinned here to the Python ones (kazetts.stages.sampling, kazetts.engine.text_split), and
+both engines run libkazetts' prompt layout: greedy codes identical to the reference on every golden
+case, and for one seed the two engines give identical codes and samples.
 """
 
 from __future__ import annotations

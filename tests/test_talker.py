@@ -43,7 +43,6 @@ def _prompt(talker, manifest, arrays):
     instruct = talker.tokenize(instruct_text(case["instruct"])) if case["instruct"] else None
     prompt = build_prompt(
         talker.file,
-        talker.file.voices,
         ids,
         language=case["language"],
         speaker=case["speaker"],
@@ -95,7 +94,7 @@ def test_clear_errors_before_compute(talkers):
         run_talker(talker, prompt, sampler, teacher, max_frames=talker.n_ctx)
     assert talker.position == position, "nothing was computed"
     with pytest.raises(ValueError, match="unknown speaker 'bob'"):
-        build_prompt(talker.file, talker.file.voices, ids, speaker="bob")
+        build_prompt(talker.file, ids, speaker="bob")
 
 
 def test_a_kv_cache_sized_to_the_utterance_computes_what_a_full_one_does(tiny_gguf):

@@ -3,7 +3,7 @@ codec encoder tensors, the native codec encoder (reference codes identical) and 
 
 from __future__ import annotations
 
-import json
+import re
 
 import numpy as np
 import pytest
@@ -14,7 +14,8 @@ from conftest import DUMPS  # noqa: E402
 from kazetts.gguf import names as N  # noqa: E402
 from kazetts.stages.codec_encoder import CodecEncoder  # noqa: E402
 from kazetts.native import NativeError  # noqa: E402
-from kazetts.stages.prompt import VoiceTable, build_icl_prompt  # noqa: E402
+from kazetts.stages.prompt import build_icl_prompt  # noqa: E402
+from kazetts.stages.talker_file import TalkerFile  # noqa: E402
 from kazetts.validation import goldens  # noqa: E402
 from kazetts.validation.validate import validate_clone_encoder  # noqa: E402
 from test_prompt import HFRows  # noqa: E402
@@ -174,16 +175,16 @@ def test_codec_encoder_bad_input(encoders, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_icl_prompt_matches_reference(name, dumps, tiny_checkpoint):
-    """Both text modes; rows from numpy over the HF weights, the reference's x-vector and codes."""
+def test_icl_prompt_matches_reference(name, dumps, tiny_checkpoint, tiny_gguf):
+    """Both text modes; rows from the F32 talker GGUF, reference frames from numpy over the HF
+    weights, the reference's x-vector and codes."""
     manifest, a = dumps[name]
     case, ck = manifest["case"], manifest["checkpoint"]
-    path = tiny_checkpoint(ck["preset"], ck["model_type"], ck["seed"])
-    rows, voices = HFRows(path), VoiceTable.from_hf_config(json.loads((path / "config.json").read_text()))
+    rows = HFRows(tiny_checkpoint(ck["preset"], ck["model_type"], ck["seed"]))
+    file = TalkerFile(tiny_gguf(ck["preset"], ck["model_type"], "f32", ck["seed"])[0])
     frames = np.stack([rows.frame_input(c) for c in a["ref_codes"]])
     prompt = build_icl_prompt(
-        rows,
-        voices,
+        file,
         a["text_ids"].tolist(),
         a["ref_text_ids"].tolist(),
         frames,
@@ -204,20 +205,23 @@ def test_icl_prompt_matches_reference(name, dumps, tiny_checkpoint):
     assert prefill_diff <= 1e-5 and step_diff <= 1e-5
 
 
-def test_icl_prompt_bad_input(dumps, tiny_checkpoint):
+def test_icl_prompt_bad_input(dumps, tiny_checkpoint, tiny_gguf):
     manifest, a = dumps["clone_icl_stream"]
-    path = tiny_checkpoint("tiny", "base", 0)
-    rows, voices = HFRows(path), VoiceTable.from_hf_config(json.loads((path / "config.json").read_text()))
+    rows, file = HFRows(tiny_checkpoint("tiny", "base", 0)), TalkerFile(tiny_gguf("tiny", "base", "f32")[0])
     frames = np.stack([rows.frame_input(c) for c in a["ref_codes"]])
-    args = (rows, voices, a["text_ids"].tolist(), a["ref_text_ids"].tolist())
+    args = (file, a["text_ids"].tolist(), a["ref_text_ids"].tolist())
     with pytest.raises(ValueError, match="x-vector"):
         build_icl_prompt(*args, frames, None)
-    with pytest.raises(ValueError, match="reference frames"):
+    with pytest.raises(ValueError, match=re.escape("reference frames must be [frames >= 1, 64], got shape (0, 64)")):
         build_icl_prompt(*args, frames[:0], a["xvector"])
+    with pytest.raises(ValueError, match=re.escape("reference frames must be [frames >= 1, 64], got shape (3, 32)")):
+        build_icl_prompt(*args, frames[:3, :32], a["xvector"])
     with pytest.raises(ValueError, match="empty reference text"):
-        build_icl_prompt(rows, voices, a["text_ids"].tolist(), a["ref_text_ids"][:5].tolist(), frames, a["xvector"])
+        build_icl_prompt(file, a["text_ids"].tolist(), a["ref_text_ids"][:5].tolist(), frames, a["xvector"])
     with pytest.raises(ValueError, match="speaker embedding has"):
         build_icl_prompt(*args, frames, a["xvector"][:10])
+    with pytest.raises(ValueError, match="ICL voice cloning takes neither a speaker name nor an instruct"):
+        build_icl_prompt(*args, frames, a["xvector"], instruct_ids=[1, 2])
 
 
 # ---- engine: ICL synthesis -------------------------------------------------------------------------

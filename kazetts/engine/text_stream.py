@@ -38,7 +38,8 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 import numpy as np
 
 from kazetts.engine.text_split import cut_point, sentence_ends
-from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, EmbeddingRows, Prompt, chat_text
+from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, Prompt, chat_text
+from kazetts.stages.talker_file import TalkerFile
 
 _CLOSERS = "\"'”’)]"  # may still extend a sentence end (see text_split._SENTENCE_END)
 
@@ -176,7 +177,7 @@ class ArrivingPrompt:
     the piece's first token; text_row(step) waits for token step + 1, then gives tts_eos once
     the piece has ended and tts_pad after it, exactly as `Prompt.text_row` for the whole piece."""
 
-    def __init__(self, prompt: Prompt, pieces: TextPieces, rows: EmbeddingRows):
+    def __init__(self, prompt: Prompt, pieces: TextPieces, rows: TalkerFile):
         self.prefill, self.tts_pad = prompt.prefill, prompt.tts_pad
         self.tts_eos = prompt.trailing_text[-1]
         self.pieces, self.rows = pieces, rows

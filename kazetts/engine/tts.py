@@ -380,8 +380,6 @@ class TTS:
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         icl = ref_codes is not None  # with its ref_text and x-vector (TTS._clone checks them)
         if icl:
-            if speaker or instruct:
-                raise ValueError("ICL voice cloning takes neither a speaker name nor an instruct")
             ref_ids, ref_frames = self.talker.tokenize(ref_chat_text(ref_text)), self.reference_frames(ref_codes)
         prompts = []
         for piece in split_text(text, PIECE_CHARS):
@@ -391,18 +389,18 @@ class TTS:
             if icl:
                 prompt = build_icl_prompt(
                     self.talker.file,
-                    self.voices,
                     ids,
                     ref_ids,
                     ref_frames,
                     speaker_embedding,
                     language=language,
+                    speaker=speaker,
+                    instruct_ids=instruct_ids,
                     text_streaming=text_streaming,
                 )
             else:
                 prompt = build_prompt(
                     self.talker.file,
-                    self.voices,
                     ids,
                     language=language,
                     speaker=speaker,
@@ -715,7 +713,6 @@ class TTS:
                 prompt = ArrivingPrompt(
                     build_prompt(
                         self.talker.file,
-                        self.voices,
                         pieces.chat_ids(),
                         language=language,
                         speaker=speaker,

@@ -18,7 +18,6 @@ it is plain RoPE. The batch is built here with a 4 x n_tokens position array bec
 from __future__ import annotations
 
 import ctypes
-import os
 import pathlib
 
 import llama_cpp
@@ -26,7 +25,6 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import KazettsError
-from kazetts.gguf import names
 from kazetts.gguf.header import GGUFError
 from kazetts.stages.talker_file import TalkerFile
 
@@ -45,7 +43,6 @@ _SIGNATURES = {
         None,
         [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(_Hidden)],
     ),
-    "kz_talker_check_file": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
 }
 
 
@@ -79,9 +76,11 @@ class Talker:
     def __init__(
         self, path: pathlib.Path | str, threads: int = 2, n_ctx: int = 1024, n_batch: int = 64, verbose: bool = False
     ):
-        self.file = TalkerFile(path)
-        if not verbose:
+        if not verbose:  # (ggml's GGUF reader logs through it too: before the file is opened)
             llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p())
+        # opening it checks what llama.cpp would load and then abort the process on (a token twice
+        # in the vocabulary: one flipped byte; an F16 norm vector; an integer matrix)
+        self.file = TalkerFile(path)
         llama_cpp.llama_backend_init()
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0
@@ -91,18 +90,12 @@ class Talker:
         # plain CPU buffers.
         model_params.use_extra_bufts = extra_buffers_are_safe()
         native.use_talker_backend()  # the talker's Q8_0 products (see kazetts/talker_backend.h)
-        # what llama.cpp would abort the process on rather than return an error (a token twice in
-        # the vocabulary: one flipped byte), checked by the native engine's reader first
-        err = native.error_buffer()
-        native.check(
-            native.bind(_SIGNATURES).kz_talker_check_file(os.fsencode(self.file.path), err, len(err)), err.value
-        )
         self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
         if not self._model:
             raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
         # llama.cpp maps the file and reads all of it in; token_embd (~160 MB on the 0.6B) it never
         # reads again, the talker being fed embeddings (the prompt reads its rows from the file)
-        native.release_file_pages(self.file.path, *self.file.table_span(names.TOKEN_EMBD))
+        native.release_file_pages(self.file.path, *self.file.embd_span)
         self.n_ctx, self.n_batch, self.threads = n_ctx, n_batch, threads
         self.hidden_size = self.file.hidden_size
         self._hidden_row = np.zeros(self.hidden_size, dtype=np.float32)

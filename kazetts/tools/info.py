@@ -136,26 +136,24 @@ def _talker_info(info: FileInfo, path, reader) -> None:
     tf = TalkerFile(path)
     v = tf.voices
     info.metadata_source = (
-        "kazetts.* keys"
-        if tf.field(N.K_MODEL_TYPE) is not None
-        else "token names (no kazetts.* keys: llama.cpp's converter?)"
+        "kazetts.* keys" if tf.voices_from_kazetts_keys else "token names (no kazetts.* keys: llama.cpp's converter?)"
     )
     info.model_type = v.model_type
-    size = tf.field(N.K_MODEL_SIZE)
+    size = _field(reader, N.K_MODEL_SIZE)
     info.size_tag = size or _SIZE_BY_HIDDEN.get(tf.hidden_size, "?")
     a = N.TALKER_ARCH
     info.sizes.update(
         [
             ("hidden", tf.hidden_size),
-            ("layers", tf.field(f"{a}.block_count", "?")),
-            ("ffn", tf.field(f"{a}.feed_forward_length", "?")),
+            ("layers", _field(reader, f"{a}.block_count", "?")),
+            ("ffn", _field(reader, f"{a}.feed_forward_length", "?")),
             (
                 "heads / kv heads",
-                f"{tf.field(f'{a}.attention.head_count', '?')} / {tf.field(f'{a}.attention.head_count_kv', '?')}",
+                f"{_field(reader, f'{a}.attention.head_count', '?')} / {_field(reader, f'{a}.attention.head_count_kv', '?')}",
             ),
             ("text vocab", tf.text_vocab_size),
             ("codec vocab", tf.codec_vocab_size),
-            ("context", tf.field(f"{a}.context_length", "?")),
+            ("context", _field(reader, f"{a}.context_length", "?")),
         ]
     )
     info.speakers = {s: (i, v.speaker_dialects.get(s, "") or "") for s, i in v.speakers.items()}

@@ -317,7 +317,7 @@ def _expected(target: str, e: BaseException, path: pathlib.Path) -> bool:
     if target == "voice":  # Voice.load's rejections are ValueErrors naming the file (not numpy's own)
         return isinstance(e, ValueError) and str(path) in str(e)
     if isinstance(e, NativeError):
-        # KZ_ERR_IO, KZ_ERR_FORMAT (the talker: kz_talker_check_file, before llama.cpp loads it)
+        # KZ_ERR_IO, KZ_ERR_FORMAT of a native loader
         return target in ("code_predictor", "codec", "talker") and e.status in (2, 3)
     return isinstance(e, GGUFError)
 

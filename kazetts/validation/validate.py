@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kazetts.gguf import names as N
+from kazetts.gguf.header import GGUFHeader
 from kazetts.validation import goldens
 from kazetts.stages.audio_input import reference_audio
 from kazetts.stages.prompt import build_icl_prompt, build_prompt, chat_text, instruct_text, ref_chat_text
@@ -78,8 +79,9 @@ def golden_dirs(dumps: pathlib.Path) -> list[tuple[pathlib.Path, bool]]:
 def skip_reason(tts, case_dir: pathlib.Path) -> str:
     """Why a golden case cannot be checked against this model ("" when it can)."""
     manifest, arrays = goldens.load_case(case_dir)
+    talker_keys = GGUFHeader(tts.talker.file.path).kv
     for config, digest in manifest["checkpoint"]["sha256"].items():
-        ours = tts.talker.file.field(N.K_SOURCE_SHA256 + config)
+        ours = talker_keys.get(N.K_SOURCE_SHA256 + config)
         if ours is not None and ours != digest:
             return f"dumped from a checkpoint with another {config}"
     model_type = manifest["checkpoint"]["model_type"]
@@ -133,7 +135,6 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
 
     prompt = build_prompt(
         talker.file,
-        voices,
         ids,
         language=case["language"],
         speaker=case["speaker"],
@@ -289,7 +290,6 @@ def validate_clone_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Ch
     )
     prompt = build_icl_prompt(
         talker.file,
-        tts.voices,
         ids,
         ref_ids,
         tts.reference_frames(a["ref_codes"]),

@@ -46,12 +46,6 @@ KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t 
  * which decides the same for the Python engine). */
 KZ_API void kz_talker_model_params(void *llama_params);
 
-/* Checks a talker GGUF as the native engine does before llama.cpp loads it: a qwen3tts GGUF with
- * token_embd and output, its voices and ids, and a vocabulary llama.cpp can load (it aborts the
- * process, where it could return an error, on a token that appears twice). The Python engine
- * calls it before llama-cpp-python loads the file. KZ_OK, or a status with the message in err. */
-KZ_API int kz_talker_check_file(const char *path, char *err, size_t err_len);
-
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,7 @@
 #include "gguf.h"
 #include "kazetts/common.h"
 
-#define KZ_ABI_VERSION 8
+#define KZ_ABI_VERSION 9
 
 // Most codebooks a model may have (Qwen3-TTS has 16): bounds the per-codebook graphs and loops.
 #define KZ_MAX_CODEBOOKS 64
@@ -73,6 +73,11 @@ bool can_dequantize(ggml_type t);
 
 // A loader's error message naming its file: `message` as is when it does, else "path: message".
 std::string about_file(const char *path, const std::string &message);
+
+// A JSON string literal of s (quotes, backslashes and control characters escaped), and a JSON
+// list of such strings: what the exported model descriptions are written with.
+std::string json_string(const std::string &s);
+std::string json_list(const std::vector<std::string> &items);
 
 // Copies a message into a caller-owned buffer (truncated, always NUL-terminated).
 void write_error(char *buf, size_t len, const std::string &message);

@@ -44,29 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-std::string json_string(const std::string &s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += char(c);
-        } else if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-        } else {
-            out += char(c);
-        }
-    }
-    return out + "\"";
-}
-
-std::string json_list(const std::vector<std::string> &items) {
-    std::string out = "[";
-    for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_string(items[i]);
-    return out + "]";
-}
-
 std::string str(const char *s) { return s ? s : ""; }
 
 // One piece of the request, ready to run.
@@ -487,10 +464,10 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
             const kz::VoiceTable &v = tts->file->voices();
             std::vector<std::string> speakers;
             for (const auto &kv : v.speakers) speakers.push_back(kv.first);
-            tts->info = "{\"model_type\": " + json_string(v.model_type) +
+            tts->info = "{\"model_type\": " + kz::json_string(v.model_type) +
                         ", \"sample_rate\": " + std::to_string(tts->sample_rate) +
-                        ", \"speakers\": " + json_list(speakers) +
-                        ", \"languages\": " + json_list(v.spoken_languages()) +
+                        ", \"speakers\": " + kz::json_list(speakers) +
+                        ", \"languages\": " + kz::json_list(v.spoken_languages()) +
                         ", \"supports_instruct\": " + (v.supports_instruct ? "true" : "false") +
                         ", \"xvector_size\": " + std::to_string(tts->file->hidden()) + "}";
         },

@@ -1,6 +1,32 @@
-// Talker inputs for every voice mode, the layout of kazetts/stages/prompt.py (module docstring
-// there): instruct, role, codec tags with the speaker, then the text (streaming or not) and the
-// trailing text rows fed one per generated step.
+// Talker inputs for every voice mode, exactly as the reference builds them: the one definition
+// of the prompt layout, which both engines run (the Python engine through kz_prompt_build in
+// kazetts/rules.h).
+//
+// `Qwen3TTSForConditionalGeneration.generate` (qwen-tts 0.1.1) feeds the talker embedding
+// vectors only. With P(x) the projected text embedding of token x and C(x) the talker's codec
+// embedding:
+//
+//   [instruct]  P(<|im_start|>user\n{instruct}<|im_end|>\n)                 (when given)
+//   role        P(ids[0:3])                                 <|im_start|>assistant\n
+//   codec tags  P(tts_pad) + C(t) for each tag but the last of  prefix + [speaker] + [pad, bos],
+//               the last of those rows with P(tts_bos) instead of P(tts_pad)
+//   text        streaming:     P(ids[3]) + C(bos); then one text row per generated step
+//               non-streaming: P(t) + C(pad) for t in ids[3:-5], P(tts_eos) + C(pad), P(tts_pad) + C(bos)
+//
+// where prefix = [think, think_bos, language, think_eos], or [nothink, think_bos, think_eos] for
+// language "auto"; a dialect speaker turns chinese/auto into its dialect's language id; the
+// speaker is C(speaker id) or an x-vector row. Every generated step's input is C(CB0) +
+// sum_g CP_g(CB_g) + the next trailing text row (P(tts_pad) once they run out).
+//
+// ICL voice cloning (`generate_icl_prompt`) keeps the x-vector prefix up to C(pad) and then
+// aligns text rows P(ref body ++ text body) ++ P(tts_eos) with codec rows C(bos) ++ ref_frames
+// (each reference frame's talker input: the sum of its 16 code embeddings). Streaming: row i is
+// text row i + codec row i; text rows beyond the codec rows are fed one per generated step, and
+// a shorter text is padded with P(tts_pad). Non-streaming: every text row + C(pad), then every
+// codec row + P(tts_pad).
+//
+// Ids (codec control ids, speakers, languages) come from the model (VoiceTable), never from
+// here.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +36,9 @@
 
 namespace kz {
 
-const int ROLE_TOKENS = 3;  // <|im_start|>assistant\n
-const int TAIL_TOKENS = 5;  // <|im_end|>\n<|im_start|>assistant\n
+const int ROLE_TOKENS = 3;      // <|im_start|>assistant\n
+const int TAIL_TOKENS = 5;      // <|im_end|>\n<|im_start|>assistant\n
+const int REF_TAIL_TOKENS = 2;  // <|im_end|>\n closing an ICL reference's transcript
 
 // A model's special ids, speakers and languages (from the talker GGUF).
 struct VoiceTable {
@@ -64,10 +91,23 @@ struct PromptRequest {
     bool text_streaming = true;
 };
 
+// The reference of an ICL voice clone: its transcript, chat-wrapped (ref_chat_text), and its
+// frames' talker inputs [n_frames][frame_width] (frame_width must be the talker's hidden size).
+struct IclReference {
+    const std::vector<int32_t> *text_ids = nullptr;
+    const float *frames = nullptr;
+    int n_frames = 0, frame_width = 0;
+};
+
 // Builds the reference's talker inputs from the chat-wrapped text ids. Throws kz::Error
 // (KZ_ERR_INVALID_ARGUMENT) for a request the model cannot take, before reading any row.
 Prompt build_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const std::vector<int32_t> &text_ids,
                     const PromptRequest &request);
+
+// The ICL voice-clone inputs: the request's language, x-vector (required) and text mode; it takes
+// neither a speaker name nor an instruct. Throws as build_prompt.
+Prompt build_icl_prompt(const EmbeddingRows &rows, const VoiceTable &voices, const std::vector<int32_t> &text_ids,
+                        const IclReference &reference, const PromptRequest &request);
 
 std::string chat_text(const std::string &text);
 std::string instruct_text(const std::string &instruct);

@@ -11,7 +11,6 @@
 #include "kazetts/talker.h"
 #include "kazetts/talker_backend.h"
 #include "llama.h"
-#include "stages/talker_file.h"
 
 namespace kz {
 
@@ -167,14 +166,4 @@ KZ_API void kz_talker_model_params(void *llama_params) {
     auto &mp = *static_cast<llama_model_params *>(llama_params);
     mp.n_gpu_layers = 0;
     mp.use_extra_bufts = !ggml_cpu_has_amx_int8();  // AMX: plain CPU buffers (see the header)
-}
-
-KZ_API int kz_talker_check_file(const char *path, char *err, size_t err_len) {
-    kz::write_error(err, err_len, "");
-    return kz::run_guarded(
-        [&] {
-            if (!path) throw kz::Error(KZ_ERR_INVALID_ARGUMENT, "null path");
-            kz::TalkerFile file(path);
-        },
-        [&](const char *message) { kz::write_error(err, err_len, message); }, KZ_ERR_FORMAT);
 }
