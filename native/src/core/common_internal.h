@@ -14,7 +14,7 @@
 #include "gguf.h"
 #include "kazetts/common.h"
 
-#define KZ_ABI_VERSION 8
+#define KZ_ABI_VERSION 9
 
 // Most codebooks a model may have (Qwen3-TTS has 16): bounds the per-codebook graphs and loops.
 #define KZ_MAX_CODEBOOKS 64
@@ -26,6 +26,10 @@ struct Error : std::runtime_error {
     int status;
     Error(int s, const std::string &message) : std::runtime_error(message), status(s) {}
 };
+
+// ggml's gguf_init_from_file without its log lines about a damaged file (the callers name the
+// file and the fault in their own error); other threads' log lines pass as before.
+gguf_context *parse_gguf_quietly(const char *path, gguf_init_params params);
 
 // A GGUF opened for loading: ggml's parse of its header (tensor data not read) and the open file.
 // Opening checks what a stage relies on before it reads any size from the table: every tensor

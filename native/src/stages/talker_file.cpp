@@ -86,7 +86,7 @@ TalkerFile::TalkerFile(const std::string &path) : path_(path) {
     f_ = std::fopen(path.c_str(), "rb");
     if (!f_) throw Error(KZ_ERR_IO, "talker GGUF not found or unreadable: " + path);
     gguf_init_params gp{true, nullptr};
-    g_ = gguf_init_from_file(path.c_str(), gp);
+    g_ = parse_gguf_quietly(path.c_str(), gp);
     if (!g_) {
         std::fclose(f_);
         throw Error(KZ_ERR_FORMAT, path + " is not a GGUF file");
