@@ -52,19 +52,18 @@ class ModelFingerprint:
     speaker_encoder_sha256: str
 
     def check(self, voice_model: "ModelFingerprint", what: str = "this voice") -> None:
-        """ValueError unless a voice made for `voice_model` fits this model."""
-        if voice_model == self:
-            return
-        if (voice_model.model_type, voice_model.hidden_size) != (self.model_type, self.hidden_size):
-            differs = (
-                f"a {voice_model.model_type} model of hidden size {voice_model.hidden_size}, "
-                f"this is a {self.model_type} model of hidden size {self.hidden_size}"
-            )
-        else:
-            theirs, ours = voice_model.speaker_encoder_sha256, self.speaker_encoder_sha256
-            shown = next((n for n in (12, 24) if theirs[:n] != ours[:n]), len(max(theirs, ours, key=len)))
-            differs = f"another speaker encoder ({theirs[:shown]}, this model's is {ours[:shown]})"
-        raise ValueError(f"{what} was made for {differs}: enroll the reference again with this model")
+        """ValueError unless a voice made for `voice_model` fits this model (kz_voice_check_model:
+        the native engine's check too), naming what differs."""
+        err = native.error_buffer()
+        status = native.bind(_SIGNATURES).kz_voice_check_model(
+            *_described(voice_model), *_described(self), what.encode(), err, len(err)
+        )
+        if status != 0:
+            raise ValueError(err.value.decode("utf-8", "replace"))
+
+
+def _described(model: ModelFingerprint) -> tuple:
+    return model.model_type.encode(), int(model.hidden_size), model.speaker_encoder_sha256.encode()
 
 
 @dataclass
@@ -147,6 +146,10 @@ _SIGNATURES = {
     "kz_voice_payload_sha256": (None, [_P, ctypes.c_char_p]),
     "kz_voice_write": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
     "kz_voice_free": (None, [_P]),
+    "kz_voice_check_model": (
+        ctypes.c_int,
+        [*[ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p] * 2, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t],
+    ),
 }
 
 

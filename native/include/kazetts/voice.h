@@ -69,6 +69,13 @@ KZ_API int kz_voice_save(const kz_voice *voice, const char *path, int replace, c
 
 KZ_API void kz_voice_free(kz_voice *voice);
 
+/* Whether a voice made for one model (voice_*) fits another (model_*): the same type, width and
+ * speaker encoder digest. KZ_OK, or KZ_ERR_INVALID_ARGUMENT with a one-line message into err,
+ * starting with `what` ("this voice"), naming what differs and saying to enroll again. */
+KZ_API int kz_voice_check_model(const char *voice_type, int32_t voice_hidden, const char *voice_sha256,
+                                const char *model_type, int32_t model_hidden, const char *model_sha256,
+                                const char *what, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -310,6 +311,24 @@ void save(const kz_voice &v, const std::string &path, bool replace) {
     }
 }
 
+// What a voice's model and this model differ in: their type and width, else their speaker
+// encoders, each digest shown to the first 12 (or 24, or all) digits that tell them apart.
+std::string model_difference(const std::string &voice_type, int32_t voice_hidden, const std::string &voice_sha,
+                             const std::string &type, int32_t hidden, const std::string &sha) {
+    if (voice_type != type || voice_hidden != hidden) {
+        return "a " + voice_type + " model of hidden size " + std::to_string(voice_hidden) + ", this is a " + type +
+               " model of hidden size " + std::to_string(hidden);
+    }
+    size_t shown = std::max(voice_sha.size(), sha.size());
+    for (size_t n : {size_t(12), size_t(24)}) {
+        if (voice_sha.substr(0, n) != sha.substr(0, n)) {
+            shown = n;
+            break;
+        }
+    }
+    return "another speaker encoder (" + voice_sha.substr(0, shown) + ", this model's is " + sha.substr(0, shown) + ")";
+}
+
 template <class Body>
 int guarded(char *err, size_t err_len, Body &&body) {
     kz::write_error(err, err_len, "");
@@ -392,5 +411,23 @@ KZ_API int kz_voice_save(const kz_voice *v, const char *path, int replace, char 
 }
 
 KZ_API void kz_voice_free(kz_voice *v) { delete v; }
+
+KZ_API int kz_voice_check_model(const char *voice_type, int32_t voice_hidden, const char *voice_sha256,
+                                const char *model_type, int32_t model_hidden, const char *model_sha256,
+                                const char *what, char *err, size_t err_len) {
+    return guarded(err, err_len, [&] {
+        if (!voice_type || !voice_sha256 || !model_type || !model_sha256 || !what) {
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "null model description");
+        }
+        if (voice_type == std::string(model_type) && voice_hidden == model_hidden &&
+            voice_sha256 == std::string(model_sha256)) {
+            return;
+        }
+        throw Error(KZ_ERR_INVALID_ARGUMENT, std::string(what) + " was made for " +
+                                                 model_difference(voice_type, voice_hidden, voice_sha256, model_type,
+                                                                  model_hidden, model_sha256) +
+                                                 ": enroll the reference again with this model");
+    });
+}
 
 }  // extern "C"
