@@ -80,7 +80,11 @@ class VoiceFile {
         try {
             file_ = std::make_unique<kz::GgufFile>(path.c_str());
         } catch (const Error &e) {
-            if (e.status == KZ_ERR_IO) throw Error(KZ_ERR_IO, "cannot read the voice file " + path + ": " + e.what());
+            if (e.status == KZ_ERR_IO) {
+                const std::string what = e.what(), prefix = path + ": ";  // GgufFile names the file first
+                const std::string why = what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+                throw Error(KZ_ERR_IO, "cannot read the voice file " + path + ": " + why);
+            }
             fail(path + " is not a kazetts voice file (damaged, or not a GGUF file)");
         }
         g_ = file_->gguf();
