@@ -24,6 +24,7 @@ PUBLIC_HEADERS = {
     "talker.h": 3,
     "tts.h": 4,
     "rules.h": 4,
+    "voice.h": 4,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -99,6 +99,24 @@ def test_f16_file_is_close_and_has_the_same_fingerprint(encoders, tiny_gguf):
     assert fingerprint(tiny_gguf("tiny", "base", "f32")[1]) == fingerprint(tiny_gguf("tiny", "base", "f16")[1])
 
 
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+def test_fingerprint_is_the_documented_digest(tiny_gguf, weights):
+    """docs/voices.md's speaker_encoder_sha256, stated with hashlib over the Python GGUF reader:
+    what voice files of every release name their model by."""
+    import hashlib
+
+    from kazetts.gguf.header import GGUFHeader
+
+    mmproj = tiny_gguf("tiny", "base", weights)[1]
+    header = GGUFHeader(mmproj)
+    names = sorted(n for n in header.tensors if n.startswith(("a.", "mm.a.")) and not n.startswith("a.gen."))
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(f"{name}:{list(header.tensors[name][0])};".encode())
+        digest.update(header.values(name).astype(np.float16).tobytes())
+    assert len(names) > 10 and fingerprint(mmproj) == digest.hexdigest()
+
+
 def test_fingerprint_tells_models_apart(tiny_gguf):
     prints = {
         fingerprint(tiny_gguf(preset, "base", "f32", seed)[1])

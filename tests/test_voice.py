@@ -276,17 +276,21 @@ def test_fingerprint_check_names_what_differs():
 # -- the seal and damaged files ---------------------------------------------------------------------
 
 
-def _sealed_voice(tmp_path) -> pathlib.Path:
-    """A voice file with every part (x-vector, codes, text), made without a model."""
+def _whole_voice(ref_silence: float = 0.0) -> Voice:
+    """A voice with every part (x-vector, codes, text), made without a model."""
     rng = np.random.default_rng(0)
-    voice = Voice(
+    return Voice(
         x_vector=rng.standard_normal(64).astype(np.float32),
         model=ModelFingerprint("base", 64, "c" * 64),
         ref_text="Une phrase de référence.",
         ref_codes=rng.integers(0, 2048, (5, 16), dtype=np.int32),
         ref_seconds=0.4,
+        ref_silence=ref_silence,
     )
-    return voice.save(tmp_path / "sealed.voice")
+
+
+def _sealed_voice(tmp_path) -> pathlib.Path:
+    return _whole_voice().save(tmp_path / "sealed.voice")
 
 
 def _flip_in(path: pathlib.Path, needle: bytes, out: pathlib.Path) -> pathlib.Path:
@@ -381,3 +385,79 @@ def test_a_voice_too_long_for_the_context_says_so(engines):
         ValueError, match=r"the voice's reference is 5000 frames \(400.0 s\).*enroll a shorter reference"
     ):
         tts.synthesize("Hello.", voice=voice, max_frames=2)
+
+
+# -- one reader and writer (libkazetts' kazetts/voice.h) ----------------------------------------
+
+
+def _documented_seal(voice: Voice) -> str:
+    """docs/voices.md's seal, stated with hashlib: what files of every release carry."""
+    import hashlib
+
+    h = hashlib.sha256(b"kazetts.voice/2\0")
+    for text in (voice.model.model_type, str(voice.model.hidden_size), voice.model.speaker_encoder_sha256):
+        h.update(text.encode() + b"\0")
+    h.update(np.array([voice.ref_seconds, voice.ref_silence], dtype="<f4").tobytes())
+    h.update((voice.ref_text or "").encode() + b"\0")
+    h.update(voice.x_vector.astype("<f4").tobytes())
+    if voice.ref_codes is not None:
+        h.update(voice.ref_codes.astype("<i4").tobytes())
+    return h.hexdigest()
+
+
+def test_the_native_seal_is_the_documented_one(tmp_path):
+    voice = Voice.load(_sealed_voice(tmp_path))
+    assert voice.payload_sha256() == _documented_seal(voice)
+    bare = Voice(x_vector=voice.x_vector, model=voice.model, ref_silence=0.5)  # no text, no codes
+    assert bare.payload_sha256() == _documented_seal(bare) != voice.payload_sha256()
+
+
+def test_a_voice_file_written_by_the_gguf_package_loads(tmp_path):
+    """Files of earlier releases (written by the gguf package) read the same with libkazetts' reader."""
+    import gguf
+
+    voice = _whole_voice(ref_silence=0.5)
+    w = gguf.GGUFWriter(tmp_path / "old.voice", "kazetts.voice")
+    w.add_uint32("kazetts.voice.format_version", 2)
+    w.add_string("kazetts.voice.model_type", "base")
+    w.add_uint32("kazetts.voice.hidden_size", 64)
+    w.add_string("kazetts.voice.speaker_encoder_sha256", "c" * 64)
+    w.add_float32("kazetts.voice.ref_seconds", 0.4)
+    w.add_float32("kazetts.voice.ref_silence", 0.5)
+    w.add_string("kazetts.voice.ref_text", voice.ref_text)
+    w.add_string("kazetts.voice.payload_sha256", _documented_seal(voice))
+    w.add_tensor("x_vector", voice.x_vector)
+    w.add_tensor("ref_codes", voice.ref_codes)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    loaded = Voice.load(tmp_path / "old.voice")
+    assert (loaded.model, loaded.ref_text, loaded.ref_silence) == (voice.model, voice.ref_text, 0.5)
+    assert np.array_equal(loaded.x_vector, voice.x_vector) and np.array_equal(loaded.ref_codes, voice.ref_codes)
+    reader = gguf.GGUFReader(voice.save(tmp_path / "new.voice"))  # and the gguf package reads ours
+    assert reader.fields["kazetts.voice.payload_sha256"].contents() == _documented_seal(voice)
+
+
+def test_kz_voice_save_never_leaves_a_partial_or_clobbered_file(tmp_path):
+    import ctypes
+
+    from kazetts import native
+    from kazetts.engine.voice import _NativeVoice
+
+    lib = native.bind(
+        {
+            "kz_voice_save": (
+                ctypes.c_int,
+                [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
+            )
+        }
+    )
+    target = tmp_path / "app.voice"
+    target.write_bytes(b"an app's older voice")
+    err = native.error_buffer()
+    with _NativeVoice.read(_sealed_voice(tmp_path)) as v:
+        assert lib.kz_voice_save(v._handle, str(target).encode(), 0, err, len(err)) == 2
+        assert b"exists; it was left as it was" in err.value and target.read_bytes() == b"an app's older voice"
+        assert lib.kz_voice_save(v._handle, str(target).encode(), 1, err, len(err)) == 0
+        assert lib.kz_voice_save(v._handle, str(tmp_path / "new.voice").encode(), 0, err, len(err)) == 0
+        assert lib.kz_voice_save(v._handle, str(tmp_path / "no" / "dir.voice").encode(), 1, err, len(err)) == 2
+    assert Voice.load(target).payload_sha256() == Voice.load(tmp_path / "new.voice").payload_sha256()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.voice", "new.voice", "sealed.voice"]

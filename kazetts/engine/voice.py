@@ -21,12 +21,13 @@ File format (GGUF, architecture "kazetts.voice"; docs/voices.md):
 
 A file is sealed with a digest of everything a voice is made of, checked on load: a changed byte
 (in the x-vector, the codes or a key) is refused in one line instead of speaking with another voice.
-Format 1 files (before the seal) still load, with a warning.
+Format 1 files (before the seal) still load, with a warning. The reader, the writer and the seal
+are libkazetts' (kazetts/voice.h), which apps call too: one definition of the format.
 """
 
 from __future__ import annotations
 
-import hashlib
+import ctypes
 import os
 import pathlib
 import time
@@ -35,13 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kazetts import native
 from kazetts.engine.output_file import OutputFile
 from kazetts.stages.audio_input import SAMPLE_RATE, append_silence, check_ref_silence, reference_audio
 
-ARCH = "kazetts.voice"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: before the payload digest
-_K = "kazetts.voice."
 _CODEBOOKS = 16
 
 
@@ -54,19 +52,18 @@ class ModelFingerprint:
     speaker_encoder_sha256: str
 
     def check(self, voice_model: "ModelFingerprint", what: str = "this voice") -> None:
-        """ValueError unless a voice made for `voice_model` fits this model."""
-        if voice_model == self:
-            return
-        if (voice_model.model_type, voice_model.hidden_size) != (self.model_type, self.hidden_size):
-            differs = (
-                f"a {voice_model.model_type} model of hidden size {voice_model.hidden_size}, "
-                f"this is a {self.model_type} model of hidden size {self.hidden_size}"
-            )
-        else:
-            theirs, ours = voice_model.speaker_encoder_sha256, self.speaker_encoder_sha256
-            shown = next((n for n in (12, 24) if theirs[:n] != ours[:n]), len(max(theirs, ours, key=len)))
-            differs = f"another speaker encoder ({theirs[:shown]}, this model's is {ours[:shown]})"
-        raise ValueError(f"{what} was made for {differs}: enroll the reference again with this model")
+        """ValueError unless a voice made for `voice_model` fits this model (kz_voice_check_model:
+        the native engine's check too), naming what differs."""
+        err = native.error_buffer()
+        status = native.bind(_SIGNATURES).kz_voice_check_model(
+            *_described(voice_model), *_described(self), what.encode(), err, len(err)
+        )
+        if status != 0:
+            raise ValueError(err.value.decode("utf-8", "replace"))
+
+
+def _described(model: ModelFingerprint) -> tuple:
+    return model.model_type.encode(), int(model.hidden_size), model.speaker_encoder_sha256.encode()
 
 
 @dataclass
@@ -89,11 +86,10 @@ class Voice:
         """Writes the voice file through an OutputFile (a unique staging file renamed over the
         target: a failed write leaves any old file as it was and nothing behind). `replace=False`
         refuses an existing file; `inputs` are files it must never be (the recording, the model)."""
-        import gguf
-
         output = OutputFile(path, replace=replace, inputs=inputs, what="voice file", **hint)
         try:
-            self._write(gguf.GGUFWriter(output.staging, ARCH))
+            with _NativeVoice.of(self) as native_voice:
+                native_voice.write(output.staging)
             return output.commit()
         finally:
             output.discard()
@@ -101,132 +97,130 @@ class Voice:
     def payload_sha256(self) -> str:
         """The seal: sha256 over everything the voice is made of, in a fixed order (model type,
         hidden size, speaker encoder digest, ref_seconds and ref_silence as float32, ref_text,
-        then the x-vector as float32 and the reference codes as int32, little-endian)."""
-        h = hashlib.sha256(b"kazetts.voice/2\0")
-        for text in (self.model.model_type, str(int(self.model.hidden_size)), self.model.speaker_encoder_sha256):
-            h.update(text.encode() + b"\0")
-        h.update(np.array([self.ref_seconds, self.ref_silence], dtype="<f4").tobytes())
-        h.update((self.ref_text or "").encode() + b"\0")
-        h.update(np.ascontiguousarray(self.x_vector, dtype="<f4").tobytes())
-        if self.ref_codes is not None:
-            h.update(np.ascontiguousarray(self.ref_codes, dtype="<i4").tobytes())
-        return h.hexdigest()
-
-    def _write(self, w) -> None:
-        w.add_uint32(_K + "format_version", FORMAT_VERSION)
-        w.add_string(_K + "model_type", self.model.model_type)
-        w.add_uint32(_K + "hidden_size", int(self.model.hidden_size))
-        w.add_string(_K + "speaker_encoder_sha256", self.model.speaker_encoder_sha256)
-        w.add_float32(_K + "ref_seconds", float(self.ref_seconds))
-        w.add_float32(_K + "ref_silence", float(self.ref_silence))
-        if self.ref_text:
-            w.add_string(_K + "ref_text", self.ref_text)
-        w.add_string(_K + "payload_sha256", self.payload_sha256())
-        w.add_tensor("x_vector", np.ascontiguousarray(self.x_vector, dtype=np.float32))
-        if self.ref_codes is not None:
-            w.add_tensor("ref_codes", np.ascontiguousarray(self.ref_codes, dtype=np.int32))
-        try:
-            w.write_header_to_file()
-            w.write_kv_data_to_file()
-            w.write_tensors_to_file()
-        finally:
-            w.close()
+        then the x-vector as float32 and the reference codes as int32, little-endian;
+        kz_voice_payload_sha256 in libkazetts, docs/voices.md)."""
+        with _NativeVoice.of(self) as native_voice:
+            return native_voice.payload_sha256()
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Voice":
         """Reads a voice file; ValueError naming the file and what is wrong with it when it is not
         one kazetts wrote (damaged, another kind of file, a changed byte)."""
-        import gguf
-
         path = pathlib.Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"voice file not found: {path}")
-        try:
-            reader = gguf.GGUFReader(path)
-            kv = {name: field.contents() for name, field in reader.fields.items()}
-            tensors = {t.name: t for t in reader.tensors}
-        except OSError as e:
-            raise OSError(f"cannot read the voice file {path}: {e.strerror or e}") from None
-        except Exception:  # the gguf package fails on damaged files with any error (IndexError, ValueError...)
-            raise ValueError(f"{path} is not a kazetts voice file (damaged, or not a GGUF file)") from None
-        if kv.get("general.architecture") != ARCH:
-            raise ValueError(f"{path} is not a kazetts voice file (a {kv.get('general.architecture')!r} GGUF)")
-        version = kv.get(_K + "format_version")
-        if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
-            raise ValueError(
-                f"{path} is a voice file of format {version!r}; this kazetts reads formats "
-                f"{', '.join(map(str, READABLE_VERSIONS))}"
-            )
-        try:
-            model = ModelFingerprint(
-                str(kv[_K + "model_type"]), int(kv[_K + "hidden_size"]), str(kv[_K + "speaker_encoder_sha256"])
-            )
-        except KeyError as e:
-            raise ValueError(f"{path}: the voice file has no {e.args[0]}") from None
-        except (TypeError, ValueError):
-            raise ValueError(f"{path}: the voice file's model keys are damaged") from None
-        voice = cls(
-            x_vector=_tensor(path, tensors, "x_vector", gguf.GGMLQuantizationType.F32, model.hidden_size),
-            model=model,
-            ref_text=_text(path, kv, "ref_text"),
-            ref_codes=_ref_codes(path, tensors, gguf.GGMLQuantizationType.I32),
-            ref_seconds=_number(path, kv, "ref_seconds"),
-            ref_silence=_number(path, kv, "ref_silence"),
-        )
-        seal = kv.get(_K + "payload_sha256")
-        if seal is None and version == 1:
+        with _NativeVoice.read(path) as native_voice:
+            voice, version = native_voice.voice()
+        if version == 1:
             warnings.warn(
                 f"{path} was written before voice files were sealed (format 1): a damaged byte "
                 "cannot be detected; save it again (or enroll again) to seal it",
                 stacklevel=2,
             )
-        elif seal is None:
-            raise ValueError(
-                f"{path} has no seal (kazetts.voice.payload_sha256), which format {version} files carry: "
-                "it is damaged; enroll the reference again"
-            )
-        elif seal != voice.payload_sha256():  # (a seal in a file that says format 1 is checked too)
-            raise ValueError(
-                f"{path} is damaged: its content does not match its digest (a changed byte?); "
-                "enroll the reference again"
-            )
         return voice
 
 
-def _tensor(path, tensors: dict, name: str, ggml_type, size: int | None = None) -> np.ndarray:
-    """A voice tensor of the type it must have (and `size` values, when given), as a flat array."""
-    t = tensors.get(name)
-    if t is None:
-        raise ValueError(f"{path}: the voice file has no {name}")
-    if t.tensor_type != ggml_type:
-        raise ValueError(f"{path}: {name} is stored as {t.tensor_type.name}, a voice file holds it as {ggml_type.name}")
-    data = np.array(t.data).reshape(-1)
-    if size is not None and data.size != size:
-        raise ValueError(f"{path}: {name} has {data.size} values, the file says hidden size {size}")
-    return data
+class _Info(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("model_type", ctypes.c_char_p),
+        ("hidden_size", ctypes.c_int32),
+        ("speaker_encoder_sha256", ctypes.c_char_p),
+        ("xvector", ctypes.POINTER(ctypes.c_float)),
+        ("ref_text", ctypes.c_char_p),
+        ("ref_codes", ctypes.POINTER(ctypes.c_int32)),
+        ("ref_frames", ctypes.c_int32),
+        ("ref_seconds", ctypes.c_float),
+        ("ref_silence", ctypes.c_float),
+        ("format_version", ctypes.c_int32),
+    ]
 
 
-def _ref_codes(path, tensors: dict, ggml_type) -> np.ndarray | None:
-    if "ref_codes" not in tensors:
-        return None
-    codes = _tensor(path, tensors, "ref_codes", ggml_type)
-    if codes.size == 0 or codes.size % _CODEBOOKS:
-        raise ValueError(f"{path}: ref_codes has {codes.size} values, not whole frames of {_CODEBOOKS} codes")
-    return codes.astype(np.int32).reshape(-1, _CODEBOOKS)
+_P = ctypes.c_void_p
+_LOAD = [ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]
+_SIGNATURES = {
+    "kz_voice_default_info": (_Info, []),
+    "kz_voice_new": (ctypes.c_int, [ctypes.POINTER(_Info), *_LOAD]),
+    "kz_voice_read": (ctypes.c_int, [ctypes.c_char_p, *_LOAD]),
+    "kz_voice_get": (ctypes.c_int, [_P, ctypes.POINTER(_Info)]),
+    "kz_voice_payload_sha256": (None, [_P, ctypes.c_char_p]),
+    "kz_voice_write": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_voice_free": (None, [_P]),
+    "kz_voice_check_model": (
+        ctypes.c_int,
+        [*[ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p] * 2, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t],
+    ),
+}
 
 
-def _text(path, kv: dict, key: str) -> str | None:
-    value = kv.get(_K + key)
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{path}: the voice file's {key} is damaged (not a text)")
-    return value
+class _NativeVoice(native.NativeHandle):
+    """A kz_voice (kazetts/voice.h): the one reader, writer and seal of voice files."""
+
+    _free_name = "kz_voice_free"
+
+    def __init__(self, make, *args):
+        self._lib = native.bind(_SIGNATURES)
+        self._handle = _P()
+        err = native.error_buffer()
+        status = getattr(self._lib, make)(*args, ctypes.byref(self._handle), err, len(err))
+        if status != 0:
+            self._handle = None
+            raise _error(status, err.value)
+
+    @classmethod
+    def of(cls, voice: Voice) -> "_NativeVoice":
+        x_vector = np.ascontiguousarray(voice.x_vector, dtype=np.float32).reshape(-1)
+        codes = None if voice.ref_codes is None else np.ascontiguousarray(voice.ref_codes, dtype=np.int32)
+        info = native.bind(_SIGNATURES).kz_voice_default_info()
+        info.model_type = voice.model.model_type.encode()
+        info.hidden_size = int(voice.model.hidden_size)
+        info.speaker_encoder_sha256 = voice.model.speaker_encoder_sha256.encode()
+        if x_vector.size != info.hidden_size:
+            raise ValueError(f"the x-vector has {x_vector.size} values, the voice's model {info.hidden_size}")
+        info.xvector = native.ptr(x_vector)
+        info.ref_text = voice.ref_text.encode() if voice.ref_text else None
+        if codes is not None:
+            info.ref_codes, info.ref_frames = native.ptr(codes.reshape(-1), ctypes.c_int32), len(codes)
+        info.ref_seconds, info.ref_silence = float(voice.ref_seconds), float(voice.ref_silence)
+        return cls("kz_voice_new", ctypes.byref(info))
+
+    @classmethod
+    def read(cls, path: pathlib.Path) -> "_NativeVoice":
+        return cls("kz_voice_read", os.fsencode(str(path)))
+
+    def voice(self) -> tuple[Voice, int]:
+        """The Voice (its arrays copied) and the format of the file it was read from."""
+        info = self._lib.kz_voice_default_info()
+        native.check(self._lib.kz_voice_get(self._handle, ctypes.byref(info)))
+        hidden, frames = info.hidden_size, info.ref_frames
+        codes = np.ctypeslib.as_array(info.ref_codes, (frames, _CODEBOOKS)).copy() if frames else None
+        voice = Voice(
+            x_vector=np.ctypeslib.as_array(info.xvector, (hidden,)).copy(),
+            model=ModelFingerprint(info.model_type.decode(), hidden, info.speaker_encoder_sha256.decode()),
+            ref_text=None if info.ref_text is None else info.ref_text.decode(),
+            ref_codes=codes,
+            ref_seconds=float(info.ref_seconds),
+            ref_silence=float(info.ref_silence),
+        )
+        return voice, info.format_version
+
+    def payload_sha256(self) -> str:
+        out = ctypes.create_string_buffer(65)
+        self._lib.kz_voice_payload_sha256(self._handle, out)
+        return out.value.decode()
+
+    def write(self, path) -> None:
+        err = native.error_buffer()
+        status = self._lib.kz_voice_write(self._handle, os.fsencode(str(path)), err, len(err))
+        if status != 0:
+            raise _error(status, err.value)
 
 
-def _number(path, kv: dict, key: str) -> float:
-    value = kv.get(_K + key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"{path}: the voice file's {key} is damaged ({value!r})")
-    return float(value)
+def _error(status: int, message: bytes) -> Exception:
+    """A native voice error as the exception Python code expects: OSError for the disk, else
+    ValueError (a voice or file that is not what it should be)."""
+    text = message.decode("utf-8", "replace")
+    return OSError(text) if status == 2 else ValueError(text)
 
 
 def enroll(

@@ -12,16 +12,13 @@ x-vector was made with, so a saved voice can be matched to its model.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import pathlib
 
 import numpy as np
 
 from kazetts import native
-from kazetts.gguf.header import GGUFHeader
 from kazetts.stages import mel
 
-PREFIXES = ("a.", "mm.a.")  # llama.cpp's speaker encoder tensors (a.gen.* is the generator)
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _P = ctypes.c_void_p
 _SIGNATURES = {
@@ -35,6 +32,10 @@ _SIGNATURES = {
     "kz_speaker_encoder_dim": (ctypes.c_int, [_P]),
     "kz_speaker_encoder_min_frames": (ctypes.c_int, [_P]),
     "kz_speaker_encoder_set_threads": (ctypes.c_int, [_P, ctypes.c_int]),
+    "kz_speaker_encoder_fingerprint": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t],
+    ),
     "kz_speaker_encoder_encode": (
         ctypes.c_int,
         [_P, _c_float_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t],
@@ -42,24 +43,17 @@ _SIGNATURES = {
 }
 
 
-def speaker_tensor_names(header: GGUFHeader) -> list[str]:
-    """The speaker encoder's tensors in an mmproj (none in CustomVoice / VoiceDesign files)."""
-    return sorted(n for n in header.tensors if n.startswith(PREFIXES) and not n.startswith("a.gen."))
-
-
 def fingerprint(mmproj: str | pathlib.Path) -> str:
     """sha256 (hex) of the speaker encoder's weights rounded to float16, with their names and
-    shapes: the same for F32 and F16 files of one checkpoint, different for any other model."""
-    header = GGUFHeader(mmproj)
-    names = speaker_tensor_names(header)
-    if not names:
-        raise ValueError(f"{mmproj} has no speaker encoder: only Base models clone voices")
-    digest = hashlib.sha256()
-    for name in names:
-        shape, _ = header.tensors[name]
-        digest.update(f"{name}:{list(shape)};".encode())
-        digest.update(header.values(name).astype(np.float16).tobytes())
-    return digest.hexdigest()
+    shapes: the same for F32 and F16 files of one checkpoint, different for any other model
+    (kz_speaker_encoder_fingerprint, which the native engine checks voices with too)."""
+    lib = native.bind(_SIGNATURES)
+    out, err = ctypes.create_string_buffer(65), native.error_buffer()
+    status = lib.kz_speaker_encoder_fingerprint(str(mmproj).encode(), out, len(out), err, len(err))
+    if status == 3:  # KZ_ERR_FORMAT: not a Base model's mmproj (or a damaged one)
+        raise ValueError(err.value.decode("utf-8", "replace"))
+    native.check(status, err.value)
+    return out.value.decode()
 
 
 class SpeakerEncoder(native.NativeHandle):

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kazetts/tts.h"
+#include "kazetts/voice.h"
 
 namespace {
 
@@ -53,6 +54,17 @@ bool bytes(JNIEnv *env, jbyteArray array, std::string &out) {
 kz_tts *handle(JNIEnv *env, jlong h) {
     if (h == 0) env->ThrowNew(g_illegal_state, "this KazeTts is closed");
     return reinterpret_cast<kz_tts *>(h);
+}
+
+kz_voice *voice_handle(JNIEnv *env, jlong h) {
+    if (h == 0) env->ThrowNew(g_illegal_state, "this Voice is closed");
+    return reinterpret_cast<kz_voice *>(h);
+}
+
+jbyteArray byte_array(JNIEnv *env, const std::string &s) {
+    jbyteArray out = env->NewByteArray(jsize(s.size()));
+    if (out) env->SetByteArrayRegion(out, 0, jsize(s.size()), reinterpret_cast<const jbyte *>(s.data()));
+    return out;
 }
 
 // Runs a JNI body and turns any C++ exception into a Java one.
@@ -160,11 +172,7 @@ JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeCancel(JNIEnv *, jclass, j
 
 JNIEXPORT jbyteArray JNICALL Java_org_kazetts_KazeTts_nativeModelInfo(JNIEnv *env, jclass, jlong h) {
     kz_tts *tts = handle(env, h);
-    if (!tts) return nullptr;
-    const std::string info = kz_tts_model_info(tts);
-    jbyteArray out = env->NewByteArray(jsize(info.size()));
-    if (out) env->SetByteArrayRegion(out, 0, jsize(info.size()), reinterpret_cast<const jbyte *>(info.data()));
-    return out;
+    return tts ? byte_array(env, kz_tts_model_info(tts)) : nullptr;
 }
 
 JNIEXPORT jint JNICALL Java_org_kazetts_KazeTts_nativeSampleRate(JNIEnv *env, jclass, jlong h) {
@@ -270,6 +278,72 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
         if (out) env->SetFloatArrayRegion(out, 0, jsize(state.audio.size()), state.audio.data());
         return out;
     });
+}
+
+// org.kazetts.Voice: a kz_voice behind a jlong.
+
+JNIEXPORT jlong JNICALL Java_org_kazetts_Voice_nativeRead(JNIEnv *env, jclass, jbyteArray path) {
+    return guarded(env, [&]() -> jlong {
+        std::string p;
+        bytes(env, path, p);
+        kz_voice *v = nullptr;
+        char err[1024] = "";
+        const int status = kz_voice_read(p.c_str(), &v, err, sizeof err);
+        if (status != KZ_OK) throw_status(env, status == KZ_ERR_FORMAT ? KZ_ERR_INVALID_ARGUMENT : status, err);
+        return reinterpret_cast<jlong>(v);
+    });
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_Voice_nativeSave(JNIEnv *env, jclass, jlong h, jbyteArray path,
+                                                         jboolean replace) {
+    guarded(env, [&] {
+        kz_voice *v = voice_handle(env, h);
+        std::string p;
+        bytes(env, path, p);
+        char err[1024] = "";
+        const int status = v ? kz_voice_save(v, p.c_str(), replace == JNI_TRUE, err, sizeof err) : KZ_OK;
+        if (status != KZ_OK) throw_status(env, status, err);
+    });
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_Voice_nativeFree(JNIEnv *, jclass, jlong h) {
+    kz_voice_free(reinterpret_cast<kz_voice *>(h));
+}
+
+JNIEXPORT jfloatArray JNICALL Java_org_kazetts_Voice_nativeXvector(JNIEnv *env, jclass, jlong h) {
+    kz_voice_info info = kz_voice_default_info();
+    kz_voice *v = voice_handle(env, h);
+    if (!v || kz_voice_get(v, &info) != KZ_OK) return nullptr;
+    jfloatArray out = env->NewFloatArray(info.hidden_size);
+    if (out) env->SetFloatArrayRegion(out, 0, info.hidden_size, info.xvector);
+    return out;
+}
+
+JNIEXPORT jintArray JNICALL Java_org_kazetts_Voice_nativeRefCodes(JNIEnv *env, jclass, jlong h) {
+    kz_voice_info info = kz_voice_default_info();
+    kz_voice *v = voice_handle(env, h);
+    if (!v || kz_voice_get(v, &info) != KZ_OK || !info.ref_codes) return nullptr;
+    jintArray out = env->NewIntArray(info.ref_frames * 16);
+    if (out) {
+        env->SetIntArrayRegion(out, 0, info.ref_frames * 16, reinterpret_cast<const jint *>(info.ref_codes));
+    }
+    return out;
+}
+
+JNIEXPORT jbyteArray JNICALL Java_org_kazetts_Voice_nativeText(JNIEnv *env, jclass, jlong h, jint which) {
+    kz_voice_info info = kz_voice_default_info();
+    kz_voice *v = voice_handle(env, h);
+    if (!v || kz_voice_get(v, &info) != KZ_OK) return nullptr;
+    char seal[65];
+    kz_voice_payload_sha256(v, seal);
+    const char *texts[] = {info.ref_text, info.model_type, info.speaker_encoder_sha256, seal};
+    return which < 0 || which > 3 || !texts[which] ? nullptr : byte_array(env, texts[which]);
+}
+
+JNIEXPORT jfloat JNICALL Java_org_kazetts_Voice_nativeRefSeconds(JNIEnv *env, jclass, jlong h) {
+    kz_voice_info info = kz_voice_default_info();
+    kz_voice *v = voice_handle(env, h);
+    return v && kz_voice_get(v, &info) == KZ_OK ? info.ref_seconds : 0.0f;
 }
 
 }  // extern "C"

@@ -42,6 +42,13 @@ KZ_API int kz_speaker_encoder_set_threads(kz_speaker_encoder *enc, int n_threads
 KZ_API int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, int n_frames, int n_mels, float *out,
                                      size_t capacity);
 
+/* The fingerprint of an mmproj's speaker encoder, which a voice names its model by: sha256 of
+ * its tensors (sorted by name; "name:[ne0, ne1, ...];" then the values rounded to float16),
+ * the same for the F32, F16 and Q8_0 files of one checkpoint. 64 hex digits and a NUL into out
+ * (out_len >= 65). KZ_ERR_FORMAT when the file has no speaker encoder. */
+KZ_API int kz_speaker_encoder_fingerprint(const char *mmproj_path, char *out, size_t out_len, char *err,
+                                          size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -117,6 +118,39 @@ int64_t kz_release_file_pages(const char *path, uint64_t offset, uint64_t length
 
 namespace kz {
 
+namespace {
+
+// ggml's GGUF parser logs what it finds wrong in a damaged file (through ggml's process-wide log),
+// then fails; kazetts names the file and the fault in its own one-line error instead. While a
+// file is parsed, this thread's messages are dropped and the others' passed on to whoever had
+// the log (restored afterwards; parses are serialized so that each restores what it found).
+thread_local bool parsing_gguf = false;
+std::mutex gguf_log_mutex;
+ggml_log_callback outer_log = nullptr;
+void *outer_log_data = nullptr;
+
+void log_outside_parse(ggml_log_level level, const char *text, void *) {
+    if (parsing_gguf) return;
+    if (outer_log) {
+        outer_log(level, text, outer_log_data);
+    } else {
+        std::fputs(text, stderr);
+    }
+}
+
+}  // namespace
+
+gguf_context *parse_gguf_quietly(const char *path, gguf_init_params params) {
+    std::lock_guard<std::mutex> lock(gguf_log_mutex);
+    ggml_log_get(&outer_log, &outer_log_data);
+    ggml_log_set(log_outside_parse, nullptr);
+    parsing_gguf = true;
+    gguf_context *g = gguf_init_from_file(path, params);
+    parsing_gguf = false;
+    ggml_log_set(outer_log, outer_log_data);
+    return g;
+}
+
 GgufFile::GgufFile(const char *path, bool meta) : path_(path ? path : "") {
     if (!path) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path");
     f_ = std::fopen(path, "rb");
@@ -130,7 +164,7 @@ GgufFile::GgufFile(const char *path, bool meta) : path_(path ? path : "") {
         throw error("not a GGUF file");
     }
     gguf_init_params gp{true, meta ? &meta_ : nullptr};
-    g_ = gguf_init_from_file(path, gp);
+    g_ = parse_gguf_quietly(path, gp);
     if (!g_) throw error("not a valid GGUF file (or truncated header)");
     const uint64_t data = gguf_get_data_offset(g_);
     for (int64_t i = 0; i < gguf_get_n_tensors(g_); i++) {

@@ -27,6 +27,10 @@ struct Error : std::runtime_error {
     Error(int s, const std::string &message) : std::runtime_error(message), status(s) {}
 };
 
+// ggml's gguf_init_from_file without its log lines about a damaged file (the callers name the
+// file and the fault in their own error); other threads' log lines pass as before.
+gguf_context *parse_gguf_quietly(const char *path, gguf_init_params params);
+
 // A GGUF opened for loading: ggml's parse of its header (tensor data not read) and the open file.
 // Opening checks what a stage relies on before it reads any size from the table: every tensor
 // lies inside the file (64-bit offsets, no overflow), has at least one element, a ggml type

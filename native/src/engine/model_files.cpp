@@ -33,7 +33,7 @@ struct Identity {
 
     explicit Identity(const char *path) {
         gguf_init_params params{true, nullptr};
-        gguf_context *g = looks_like_gguf(path) ? gguf_init_from_file(path, params) : nullptr;
+        gguf_context *g = looks_like_gguf(path) ? parse_gguf_quietly(path, params) : nullptr;
         if (!g) return;
         auto text = [g](const char *key) {
             const int64_t id = gguf_find_key(g, key);

@@ -27,6 +27,7 @@
 #include "core/common_internal.h"
 #include "core/gguf_reader.h"
 #include "core/graph_runner.h"
+#include "core/sha256.h"
 #include "kernels/custom_op.h"
 
 #include "ggml-alloc.h"
@@ -410,7 +411,50 @@ struct kz_speaker_encoder : kz::GraphRunner {
     }
 };
 
+namespace {
+
+// The speaker encoder's tensors of an mmproj: llama.cpp's a.* and mm.a.* (a.gen.* is the generator).
+bool is_speaker_tensor(const std::string &name) {
+    return (name.rfind("a.", 0) == 0 || name.rfind("mm.a.", 0) == 0) && name.rfind("a.gen.", 0) != 0;
+}
+
+std::string fingerprint(const char *path) {
+    const kz::GgufReader R(path);
+    gguf_context *g = R.file.gguf();
+    std::vector<std::string> names;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+        if (is_speaker_tensor(gguf_get_tensor_name(g, i))) names.push_back(gguf_get_tensor_name(g, i));
+    }
+    R.need(!names.empty(), "no speaker encoder: only Base models clone voices");
+    std::sort(names.begin(), names.end());
+    kz::Sha256 digest;
+    for (const std::string &name : names) {
+        const ggml_tensor *t = R.src(name);
+        std::string shape = name + ":[";
+        for (int d = 0; d < ggml_n_dims(t); ++d) shape += (d ? ", " : "") + std::to_string(t->ne[d]);
+        digest.update(shape + "];");
+        const std::vector<float> values = R.read(t);
+        std::vector<ggml_fp16_t> half(values.size());
+        ggml_fp32_to_fp16_row(values.data(), half.data(), int64_t(values.size()));
+        digest.update(half.data(), half.size() * sizeof(ggml_fp16_t));
+    }
+    return digest.hex();
+}
+
+}  // namespace
+
 extern "C" {
+
+int kz_speaker_encoder_fingerprint(const char *mmproj_path, char *out, size_t out_len, char *err, size_t err_len) {
+    kz::write_error(err, err_len, "");
+    return kz::run_guarded(
+        [&] {
+            if (!mmproj_path || !out || out_len < 65) throw Error(KZ_ERR_INVALID_ARGUMENT, "null path or short output");
+            const std::string hex = fingerprint(mmproj_path);
+            std::memcpy(out, hex.c_str(), hex.size() + 1);
+        },
+        [&](const char *m) { kz::write_error(err, err_len, kz::about_file(mmproj_path, m)); }, KZ_ERR_FORMAT);
+}
 
 int kz_speaker_encoder_load(const char *mmproj_path, int n_threads, kz_speaker_encoder **out, char *err,
                             size_t err_len) {

@@ -143,13 +143,12 @@ void check_vocabulary(gguf_context *g, const std::string &path) {
 TalkerFile::TalkerFile(const std::string &path) : path_(path) {
     f_ = std::fopen(path.c_str(), "rb");
     if (!f_) throw Error(KZ_ERR_IO, "talker GGUF not found or unreadable: " + path);
-    // the magic and the version first: ggml's reader logs (to stderr, unless llama.cpp's log is
-    // quieted) what it refuses, and a flipped byte of the version is the common damage
+    // the magic and the version first: a flipped byte of the version is the common damage
     unsigned char head[8] = {0};
     const bool gguf = std::fread(head, 1, 8, f_) == 8 && std::memcmp(head, "GGUF", 4) == 0 &&
                       (head[4] == 2 || head[4] == 3) && !head[5] && !head[6] && !head[7];
     gguf_init_params gp{true, nullptr};
-    g_ = gguf ? gguf_init_from_file(path.c_str(), gp) : nullptr;
+    g_ = gguf ? parse_gguf_quietly(path.c_str(), gp) : nullptr;
     if (!g_) {
         std::fclose(f_);
         throw Error(KZ_ERR_FORMAT, path + " is not a GGUF file");

@@ -24,14 +24,14 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Prints PASS/FAIL per check; exits 1 on any failure.
  */
 public final class KazeTtsTest {
-    private static int failures = 0;
+    static int failures = 0;
 
-    private static void check(String name, boolean ok, String detail) {
+    static void check(String name, boolean ok, String detail) {
         System.out.println((ok ? "PASS " : "FAIL ") + name + (detail.isEmpty() ? "" : ": " + detail));
         if (!ok) failures++;
     }
 
-    private interface Body {
+    interface Body {
         void run() throws Exception;
     }
 
