@@ -110,12 +110,13 @@ $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
 	cmake --build build/asan -j2
 
-# (then the conv GEMM's odd shapes, strided inputs and edge modes: golden_check's conv gemm stage)
+# (then the conv GEMM's odd shapes, strided inputs and edge modes: golden_check's conv gemm stage;
+# and rules.h's WSOLA stream and joiner: its rules stage)
 asan: setup $(ASAN_LIB)
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300 and not front_end and not llama_cpp_made"
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_bad_input.py -k "native_engine_errors or two_checkpoints"
-	$(ASAN_RUN) build/asan/tests/golden_check --stage "conv gemm"
+	$(ASAN_RUN) build/asan/tests/golden_check --stage "conv gemm" --stage rules
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)
