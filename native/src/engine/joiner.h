@@ -10,7 +10,7 @@ namespace kz {
 
 class Joiner {
   public:
-    static const size_t CROSSFADE_SAMPLES = 240;  // 10 ms at 24 kHz between pieces
+    static constexpr size_t CROSSFADE_SAMPLES = 240;  // 10 ms at 24 kHz between pieces
 
     // n samples of the current piece -> the samples out now (at most n), written to out.
     size_t push(const float *audio, size_t n, bool last_piece, float *out);
