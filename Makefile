@@ -100,22 +100,23 @@ ASAN_RUN   := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on
 ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
 	$(ASAN_RUN) KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py tests/test_speaker_encoder.py tests/test_voice_clone.py \
-	tests/test_voice.py
+	tests/test_voice.py tests/test_text_split.py tests/test_time_stretch.py
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
-	stream_first or text_split or talker_sampler or end_of_speech or min_frames or rng or model_info or \
+	stream_first or talker_sampler or end_of_speech or min_frames or rng or model_info or \
 	base_xvector or seed and 3 or nan_logits or same_voices or longer_than
 $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DKAZETTS_GOLDEN_CHECK=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
 	cmake --build build/asan -j2
 
-# (then the conv GEMM's odd shapes, strided inputs and edge modes: golden_check's conv gemm stage)
+# (then the conv GEMM's odd shapes, strided inputs and edge modes: golden_check's conv gemm stage;
+# and rules.h's WSOLA stream and joiner: its rules stage)
 asan: setup $(ASAN_LIB)
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider $(ASAN_TESTS) -k "not quantized_weights_long and not beyond_300 and not front_end and not llama_cpp_made"
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_native_engine.py -k "$(ASAN_ENGINE_TESTS)"
 	$(ASAN_ENV) $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_bad_input.py -k "native_engine_errors or two_checkpoints"
-	$(ASAN_RUN) build/asan/tests/golden_check --stage "conv gemm"
+	$(ASAN_RUN) build/asan/tests/golden_check --stage "conv gemm" --stage rules
 
 clean-venvs:
 	rm -rf $(VENV) $(VENV_REF)

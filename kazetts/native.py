@@ -45,6 +45,32 @@ _SIGNATURES = {
 }
 
 
+class TtsRequest(ctypes.Structure):
+    """kz_tts_request (kazetts/tts.h): a native request, and the sampling fields of kz_talker_choose."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("speaker", ctypes.c_char_p),
+        ("language", ctypes.c_char_p),
+        ("instruct", ctypes.c_char_p),
+        ("xvector", ctypes.POINTER(ctypes.c_float)),
+        ("xvector_len", ctypes.c_int32),
+        ("text_streaming", ctypes.c_int32),
+        ("greedy", ctypes.c_int32),
+        ("temperature", ctypes.c_float),
+        ("top_k", ctypes.c_int32),
+        ("top_p", ctypes.c_float),
+        ("repetition_penalty", ctypes.c_float),
+        ("cp_temperature", ctypes.c_float),
+        ("cp_top_k", ctypes.c_int32),
+        ("cp_top_p", ctypes.c_float),
+        ("seed", ctypes.c_int64),
+        ("max_frames", ctypes.c_int32),
+        ("chunk_frames", ctypes.c_int32),
+        ("min_frames", ctypes.c_int32),
+    ]
+
+
 class NativeError(KazettsError):
     """A native call failed; `status` is the kz_status code."""
 

@@ -1,6 +1,7 @@
 """native/tests/golden_check (what `make aarch64-test` runs under qemu) built for this host:
 it passes on an intact golden case and its gates fail on a corrupted copy of the same case; its
-conv gemm check (kz::conv_gemm_op against a scalar reference, bit for bit) passes."""
+conv gemm check (kz::conv_gemm_op against a scalar reference, bit for bit) and its rules check
+(rules.h without a model) pass."""
 
 from __future__ import annotations
 
@@ -92,4 +93,14 @@ def test_conv_gemm_op_equals_its_scalar_reference(golden_check):
     print(run.stdout)
     gates = [line for line in run.stdout.splitlines() if line.startswith(("PASS conv gemm", "FAIL conv gemm"))]
     assert gates and all(line.startswith("PASS") for line in gates), run.stdout + run.stderr
+    assert run.returncode == 0
+
+
+def test_rules_stage_passes_without_a_model(golden_check):
+    """native/tests/check_rules.cpp: rules.h's WSOLA stream (length, the same samples however the
+    input is cut) and joiner (the 10 ms held back, the crossfade) through the C ABI."""
+    run = subprocess.run([golden_check, "--stage", "rules"], capture_output=True, text=True, timeout=120)
+    print(run.stdout)
+    gates = [line for line in run.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert len(gates) == 6 and all(line.startswith("PASS") for line in gates), run.stdout + run.stderr
     assert run.returncode == 0

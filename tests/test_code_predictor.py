@@ -10,10 +10,12 @@ import pytest
 
 from conftest import DUMPS, edited
 from kazetts.validation import goldens
-from kazetts.stages.sampling import CodePredictorSampler, SamplerConfig
+from kazetts.stages.sampling import SamplerConfig
+from kazetts.validation.oracles.code_predictor import NumpyCodePredictor
+from kazetts.validation.oracles.sampling import CodePredictorSampler
 
 from kazetts.stages import code_predictor as code_predictor_module
-from kazetts.stages.code_predictor import CodePredictor, NumpyCodePredictor
+from kazetts.stages.code_predictor import CodePredictor
 from kazetts.native import NativeError
 
 COSINE_MIN = goldens.GATES["cosine_min"]
@@ -104,7 +106,7 @@ def test_numpy_fallback_equals_native(name, mmproj):
 
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.9, 50, 1.0), (0.7, 0, 0.8), (1.3, 5, 0.9), (1.0, 1, 1.0)])
 def test_sampling_semantics_match_python_sampler(mmproj, temperature, top_k, top_p):
-    """Native sampling on its own logits == kazetts.stages.sampling.CodePredictorSampler with the same draws."""
+    """Native sampling on its own logits == the numpy oracle's CodePredictorSampler with the same draws."""
     _, arrays, key = _case("cv_english_stream")
     cp = CodePredictor(mmproj(*key, "f32"), threads=1)
     sampler = CodePredictorSampler(SamplerConfig.code_predictor(temperature, top_k, top_p, greedy=False))

@@ -1,15 +1,14 @@
 """The native engine (kazetts/tts.h) against the reference goldens and against the Python engine.
 
-One definition of each rule: the native copies of the CB0 sampling processors and the long-text
-split are pinned here to the Python ones (kazetts.stages.sampling, kazetts.engine.text_split), and
-both engines run libkazetts' prompt layout: greedy codes identical to the reference on every golden
+Both engines run libkazetts' prompt layout and the rules of rules.h (CB0 sampling, the long-text
+split), which are held here to their numpy statements (kazetts.validation.oracles): greedy codes
+identical to the reference on every golden
 case, and for one seed the two engines give identical codes and samples.
 """
 
 from __future__ import annotations
 
 import ctypes
-import random
 import threading
 import re
 import warnings
@@ -21,11 +20,12 @@ from conftest import DUMPS, golden_request
 from kazetts import native
 from kazetts.engine import native_tts
 from kazetts.engine.native_tts import NativeTTS
-from kazetts.engine.text_split import split_text
 from kazetts.engine.tts import TTS
 from kazetts.request import Sampling
-from kazetts.stages.sampling import SamplerConfig, TalkerSampler, talker_config
+from kazetts.stages import sampling
+from kazetts.stages.sampling import SamplerConfig, talker_config
 from kazetts.validation import goldens
+from kazetts.validation.oracles import sampling as oracle
 
 CASES = [case.name for case in goldens.CASES]
 
@@ -314,7 +314,7 @@ def _talker_choose(logits, eos, history, config: SamplerConfig, rng: native.Rng 
     )
     logits = np.ascontiguousarray(logits, dtype=np.float32)
     h = np.asarray(history, dtype=np.int32)
-    return native_tts.lib().kz_talker_choose(
+    return sampling.lib().kz_talker_choose(
         logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
         len(logits),
         eos,
@@ -337,19 +337,20 @@ def _talker_choose(logits, eos, history, config: SamplerConfig, rng: native.Rng 
     ids=["greedy", "reference", "t0.7_k5", "no_topk_penalty1.3", "top_p0.8"],
 )
 def test_talker_sampler_is_the_numpy_one(config):
-    """kz_talker_choose == TalkerSampler.choose on every golden talker logits row, with the
-    history the sampler builds, drawing from the same stream."""
+    """The engine's TalkerSampler (kz_talker_choose with the history it keeps) == the numpy
+    oracle on every golden talker logits row, drawing from the same stream."""
     for name in CASES:
         manifest, arrays = goldens.load_case(DUMPS / name)
         logits, eos = arrays["talker_logits"], int(manifest["codec_eos_token_id"])
-        sampler = TalkerSampler.for_talker(logits.shape[1], eos, config)
+        want_sampler = oracle.TalkerSampler.for_talker(logits.shape[1], eos, config)
+        got_sampler = sampling.TalkerSampler.for_talker(logits.shape[1], eos, config)
         py_rng, c_rng = native.Rng(7), native.Rng(7)
-        for row in logits:
-            history = list(sampler.history)
-            want = sampler.choose(row, None if config.greedy else py_rng)
-            got = _talker_choose(row, eos, history, config, None if config.greedy else c_rng)
-            assert got == want, f"{name}: step {len(history)}"
+        for step, row in enumerate(logits):
+            want = want_sampler.choose(row, None if config.greedy else py_rng)
+            got = got_sampler.choose(row, None if config.greedy else c_rng)
+            assert got == want, f"{name}: step {step}"
         assert py_rng.state.value == c_rng.state.value
+        assert got_sampler.history.tolist() == want_sampler.history
 
 
 def test_both_engines_refuse_a_text_longer_than_one_request_takes(engines):
@@ -369,7 +370,7 @@ def test_both_engines_refuse_a_text_longer_than_one_request_takes(engines):
 @pytest.mark.parametrize("nan_at", ["all", "one"])
 def test_nan_logits_are_an_error_in_both_samplers(greedy, nan_at):
     """A damaged model's NaN logits: kz_talker_choose returned 0 for them (argmax of NaN), the
-    numpy sampler as well; both now refuse the step with the same words."""
+    numpy sampler as well; both now refuse the step with the same words (kz_talker_choose: -2)."""
     from kazetts.errors import KazettsError
     from kazetts.stages.sampling import NAN_LOGITS
 
@@ -379,9 +380,10 @@ def test_nan_logits_are_an_error_in_both_samplers(greedy, nan_at):
         row.fill(np.nan)
     row[17] = np.nan
     config = SamplerConfig(greedy=greedy)
-    with pytest.raises(KazettsError, match=re.escape(NAN_LOGITS)):
-        TalkerSampler.for_talker(vocab, eos, config).choose(row, None if greedy else native.Rng(1))
-    assert _talker_choose(row, eos, [], config, None if greedy else native.Rng(1)) == -1
+    for sampler in (oracle.TalkerSampler, sampling.TalkerSampler):
+        with pytest.raises(KazettsError, match=re.escape(NAN_LOGITS)):
+            sampler.for_talker(vocab, eos, config).choose(row, None if greedy else native.Rng(1))
+    assert _talker_choose(row, eos, [], config, None if greedy else native.Rng(1)) == sampling.NAN_STATUS
     if nan_at == "one":  # the same row without its NaN is a step like any other
         row[17] = 0.5
         assert _talker_choose(row, eos, [], config, None if greedy else native.Rng(1)) >= 0
@@ -394,7 +396,7 @@ def test_talker_end_of_speech_ban_is_the_numpy_one(min_new_tokens, greedy):
     min_new_tokens ids were generated (the request's min_frames)."""
     vocab, eos = 3072, 2150
     config = SamplerConfig(greedy=greedy, min_new_tokens=min_new_tokens)
-    sampler = TalkerSampler.for_talker(vocab, eos, config)
+    sampler = oracle.TalkerSampler.for_talker(vocab, eos, config)
     py_rng, c_rng = native.Rng(3), native.Rng(3)
     row = np.random.default_rng(0).standard_normal(vocab).astype(np.float32)
     row[eos] = 40.0
@@ -405,42 +407,11 @@ def test_talker_end_of_speech_ban_is_the_numpy_one(min_new_tokens, greedy):
         assert got == want and (got == eos) == (step >= min_new_tokens), f"step {step}"
     r, _ = native_tts.request(greedy=True, min_frames=-1)  # greedy: no rng needed, only min_frames is wrong
     assert (
-        native_tts.lib().kz_talker_choose(
+        sampling.lib().kz_talker_choose(
             row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), vocab, eos, None, 0, ctypes.byref(r), None
         )
         == -1
     )
-
-
-def _split_texts():
-    texts = [case.text for case in goldens.CASES]
-    texts += [
-        "Bonjour ! Ça va ? Oui.\n今天天气很好。我们去公园吧！Le 14 juillet 1789… c'est loin. 🙂 Fin",
-        "Il a 3.5 ans. Oui.",
-        "One. Two. Three. Four.",
-        "un deux trois, " * 40,
-        "mot " * 100,
-        "字" * 250,
-        "   \n  ",
-        "Fin.\u00a0Nouvelle\u3000phrase。\n\n终\u2029x",
-        'Quote." Next!) (Yes?] ok。」next',
-    ]
-    rng = random.Random(0)
-    alphabet = list("abcdefghij éàü,;:.!?…。！？，、\n 0123456789\"')]”’\t\u00a0\u3000\u2028") + ["🙂", "字"]
-    texts += ["".join(rng.choice(alphabet) for _ in range(3000)) for _ in range(4)]
-    return texts
-
-
-@pytest.mark.parametrize("max_chars", [7, 50, 100, 300])
-def test_text_split_is_the_python_one(max_chars):
-    for text in _split_texts():
-        assert native_tts.split_text(text, max_chars) == split_text(text, max_chars)
-
-
-def test_text_split_refuses_bad_input():
-    lib = native_tts.lib()
-    assert lib.kz_text_split(b"\xff\xfe", 10, None, 0) == -1
-    assert lib.kz_text_split(b"ok", 0, None, 0) == -1
 
 
 def test_rng_is_splitmix64():

@@ -104,7 +104,8 @@ def _assert_quantized_mmproj_runs_like_f32(f32: pathlib.Path, quantized: pathlib
     """The quantized mmproj against its F32 source: native and numpy code predictors give the
     F32 logits within the quantized cosine gate (numpy dequantizes, so the two agree closely),
     and the codec decoder, whose tensors quantize leaves alone, gives the same samples."""
-    from kazetts.stages.code_predictor import CodePredictor, NumpyCodePredictor
+    from kazetts.stages.code_predictor import CodePredictor
+    from kazetts.validation.oracles.code_predictor import NumpyCodePredictor
     from kazetts.stages.codec import CodecDecoder
 
     hidden = np.random.default_rng(0).standard_normal(64).astype(np.float32)

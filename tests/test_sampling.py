@@ -1,5 +1,7 @@
-"""kazetts.stages.sampling: the talker / code predictor sampler against the goldens and against HF's
-own logits processors (transformers 4.57.3, as qwen-tts 0.1.1's generate configures them)."""
+"""Sampling: the engine's talker sampler (kazetts.stages.sampling, libkazetts' kz_talker_choose)
+against the goldens and in behaviour, and the numpy statement of the rules
+(kazetts.validation.oracles.sampling) against HF's own logits processors (transformers 4.57.3, as
+qwen-tts 0.1.1's generate configures them); tests/test_native_engine.py holds the two together."""
 
 from __future__ import annotations
 
@@ -10,24 +12,14 @@ import numpy as np
 import pytest
 
 from conftest import DUMPS, run_script
+from kazetts import native
 from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
-from kazetts.stages.sampling import (
-    CodePredictorSampler,
-    SamplerConfig,
-    TalkerSampler,
-    apply_top_k,
-    code_predictor_config,
-    margin,
-    talker_config,
-    talker_suppress_tokens,
-)
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler, code_predictor_config, talker_config
 from kazetts.validation import goldens
+from kazetts.validation.oracles import sampling as oracle
+from kazetts.validation.oracles.sampling import CodePredictorSampler, apply_top_k, margin, talker_suppress_tokens
 
 CASE_NAMES = [case.name for case in goldens.CASES]
-
-
-def _talker(manifest, vocab, **overrides) -> TalkerSampler:
-    return TalkerSampler.for_talker(vocab, manifest["codec_eos_token_id"], **overrides)
 
 
 # --------------------------------------------------------------------------- goldens (greedy)
@@ -35,13 +27,17 @@ def _talker(manifest, vocab, **overrides) -> TalkerSampler:
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_greedy_talker_replay_reproduces_cb0_and_stop(name):
+    """The engine's sampler picks the reference's CB0 on its logits; the oracle's processed row
+    says how close a wrong pick was."""
     manifest, a = goldens.load_case(DUMPS / name)
     logits, codes = a["talker_logits"], a["codes"]
     eos = manifest["codec_eos_token_id"]
-    sampler = _talker(manifest, logits.shape[1], greedy=True)
+    sampler = TalkerSampler.for_talker(logits.shape[1], eos, greedy=True)
+    processor = oracle.TalkerSampler.for_talker(logits.shape[1], eos, greedy=True)
     for frame in range(codes.shape[0]):
-        processed = sampler.process(logits[frame])
+        processed = processor.process(logits[frame])
         token = sampler.choose(logits[frame])
+        processor.history.append(token)
         assert token == codes[frame, 0], (
             f"{name} frame {frame}: chose {token}, reference {codes[frame, 0]}; "
             f"margin after processors {margin(processed):.3g}, "
@@ -49,7 +45,7 @@ def test_greedy_talker_replay_reproduces_cb0_and_stop(name):
         )
     assert logits.shape[0] == codes.shape[0] + 1
     last = logits[codes.shape[0]]
-    processed = sampler.process(last)
+    processed = processor.process(last)
     token = sampler.choose(last)
     assert (token == eos) == (manifest["stopped_by"] == "eos"), (
         f"{name}: call after the last frame chose {token} (eos {eos}), stopped_by {manifest['stopped_by']}; "
@@ -172,7 +168,7 @@ def test_processors_match_hf_generate(ref_python, tiny_checkpoint, tmp_path):
         # HF's talker input_ids are the generated ids only: empty at the first step
         assert info["talker_input_ids_lengths_during_generate"] == [0, 1, 2, 3]
         for i, (row, hist, length) in enumerate(zip(rows, histories, lengths)):
-            sampler = TalkerSampler.for_talker(vocab, eos, _config(s))
+            sampler = oracle.TalkerSampler.for_talker(vocab, eos, _config(s))
             sampler.history = [int(t) for t in hist[:length]]
             _assert_same(sampler.process(row), out[f"talker_{index}"][i], f"settings {s}, talker row {i} step {length}")
         if s["do_sample"] and s["top_k"] == 50 and s["top_p"] == 1.0:
@@ -184,6 +180,7 @@ def test_processors_match_hf_generate(ref_python, tiny_checkpoint, tmp_path):
 
 
 # --------------------------------------------------------------------------- sampling behaviour
+# (the engine's talker sampler, drawing from the engines' stream; the code predictor's rule in numpy)
 
 VOCAB, EOS = 3072, 2150
 
@@ -194,7 +191,7 @@ def _flat_logits(seed=0):
 
 def _run(seed, steps=30, **overrides):
     sampler = TalkerSampler.for_talker(VOCAB, EOS, **overrides)
-    rng = np.random.default_rng(seed)
+    rng = native.Rng(seed)
     return [sampler.choose(_flat_logits(step), rng) for step in range(steps)]
 
 
@@ -213,7 +210,7 @@ def test_never_samples_suppressed_ids_or_early_eos():
     logits = np.full(VOCAB, -5.0, dtype=np.float32)
     logits[sorted(suppressed)] = 50.0
     logits[EOS] = 60.0
-    rng = np.random.default_rng(0)
+    rng = native.Rng(0)
     for trial in range(200):
         sampler = TalkerSampler.for_talker(VOCAB, EOS, temperature=2.0, top_k=0)
         first = [sampler.choose(logits, rng) for _ in range(2)]
@@ -237,11 +234,16 @@ def test_top_k_keeps_ties_at_threshold():
 def test_repetition_penalty_applies_once_per_distinct_id_even_in_greedy():
     logits = np.zeros(VOCAB, dtype=np.float32)
     logits[[1, 2, 3]] = [2.0, -2.0, 1.95]
+    processor = oracle.TalkerSampler.for_talker(VOCAB, EOS, greedy=True)
+    processor.history = [1, 1, 1, 2]
+    out = processor.process(logits)
+    assert out[1] == np.float32(2.0) / np.float32(1.05) and out[2] == np.float32(-2.0) * np.float32(1.05)
     sampler = TalkerSampler.for_talker(VOCAB, EOS, greedy=True)
     sampler.history = [1, 1, 1, 2]
-    out = sampler.process(logits)
-    assert out[1] == np.float32(2.0) / np.float32(1.05) and out[2] == np.float32(-2.0) * np.float32(1.05)
     assert sampler.choose(logits) == 3  # 2/1.05 < 1.95
+    logits[3] = 1.9
+    sampler.history = [1, 1, 1, 2]  # compounded (2 / 1.05**3 < 1.9) it would pick 3 again
+    assert sampler.choose(logits) == 1 and sampler.history.tolist() == [1, 1, 1, 2, 1]
 
 
 # --------------------------------------------------------------------------- a request's options

@@ -95,11 +95,18 @@ def test_long_text_is_split_in_order_and_crossfaded(engines):
 def test_runaway_guard_warns(engines, monkeypatch):
     import kazetts.engine.tts as tts_module
 
-    monkeypatch.setattr(tts_module, "BUDGET_BASE", 3)
-    monkeypatch.setattr(tts_module, "BUDGET_PER_TOKEN", 0)
+    monkeypatch.setattr(tts_module, "frame_budget", lambda n_text_tokens, max_frames, n_prefill, n_ctx: 3)
     with pytest.warns(RuntimeWarning, match="budget of 3 frames"):
         result = engines().synthesize("Hello there.", speaker="ryan", language="english", greedy=True)
-    assert result.codes.shape[0] == 3 and frame_budget(10) == 3
+    assert result.codes.shape[0] == 3
+
+
+def test_frame_budget_is_24_plus_8_per_text_id_within_the_context():
+    assert frame_budget(10, None, 100, 2048) == 24 + 8 * 10
+    assert frame_budget(10, 5, 100, 2048) == 5, "max_frames replaces the guard's budget"
+    assert frame_budget(10, None, 2000, 2048) == frame_budget(10, 500, 2000, 2048) == 48, "clipped to the room"
+    assert frame_budget(0, None, 2048, 2048) == frame_budget(0, 3, 3000, 2048) == 0, "no room"
+    assert frame_budget(10, 2**40, 100, 2048) == 1948, "a max_frames beyond an int32 is all the room"
 
 
 @pytest.mark.parametrize("text", ["Bonjour, ça va ? 12 345 €", "你好，世界。今天很好！", "Emoji 🙂🎉 ok", "x" * 400])

@@ -39,30 +39,6 @@ class Params(ctypes.Structure):
     ]
 
 
-class Request(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("speaker", ctypes.c_char_p),
-        ("language", ctypes.c_char_p),
-        ("instruct", ctypes.c_char_p),
-        ("xvector", ctypes.POINTER(ctypes.c_float)),
-        ("xvector_len", ctypes.c_int32),
-        ("text_streaming", ctypes.c_int32),
-        ("greedy", ctypes.c_int32),
-        ("temperature", ctypes.c_float),
-        ("top_k", ctypes.c_int32),
-        ("top_p", ctypes.c_float),
-        ("repetition_penalty", ctypes.c_float),
-        ("cp_temperature", ctypes.c_float),
-        ("cp_top_k", ctypes.c_int32),
-        ("cp_top_p", ctypes.c_float),
-        ("seed", ctypes.c_int64),
-        ("max_frames", ctypes.c_int32),
-        ("chunk_frames", ctypes.c_int32),
-        ("min_frames", ctypes.c_int32),
-    ]
-
-
 class Chunk(ctypes.Structure):
     _fields_ = [
         ("samples", ctypes.POINTER(ctypes.c_float)),
@@ -96,7 +72,7 @@ _c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _P = ctypes.c_void_p
 _SIGNATURES = {
     "kz_tts_default_params": (Params, None),
-    "kz_tts_default_request": (Request, None),
+    "kz_tts_default_request": (native.TtsRequest, None),
     "kz_tts_auto_codec_threads": (ctypes.c_int32, [ctypes.c_int32]),
     "kz_tts_load": (
         ctypes.c_int,
@@ -115,23 +91,10 @@ _SIGNATURES = {
     "kz_tts_sample_rate": (ctypes.c_int, [_P]),
     "kz_tts_synthesize": (
         ctypes.c_int,
-        [_P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, _P, ctypes.POINTER(NativeResult)],
+        [_P, ctypes.c_char_p, ctypes.POINTER(native.TtsRequest), CHUNK_CALLBACK, _P, ctypes.POINTER(NativeResult)],
     ),
     "kz_tts_cancel": (None, [_P]),
     "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
-    "kz_text_split": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int32, _c_int32_p, ctypes.c_int32]),
-    "kz_talker_choose": (
-        ctypes.c_int,
-        [
-            ctypes.POINTER(ctypes.c_float),
-            ctypes.c_int32,
-            ctypes.c_int32,
-            _c_int32_p,
-            ctypes.c_int32,
-            ctypes.POINTER(Request),
-            ctypes.POINTER(ctypes.c_uint64),
-        ],
-    ),
 }
 
 
@@ -166,7 +129,7 @@ def request(
     chunk_frames: int = 4,
     min_frames: int | None = None,
     **sampling,
-) -> tuple[Request, list]:
+) -> tuple[native.TtsRequest, list]:
     """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
     its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*), plus the
     native engine's own `min_frames` (None: the library's default, the reference's 2); returns
@@ -191,18 +154,6 @@ def request(
             raise TypeError(f"unknown request option {name!r}; the sampling options are {', '.join(SAMPLING_FIELDS)}")
         setattr(r, SAMPLING_FIELDS[name], value)
     return r, keep
-
-
-def split_text(text: str, max_chars: int = 300) -> list[str]:
-    """The native long-text rule (kz_text_split), for pinning it to kazetts.engine.text_split."""
-    data = text.encode("utf-8")
-    n = lib().kz_text_split(data, max_chars, None, 0)
-    if n < 0:
-        raise ValueError("kz_text_split refused the text")
-    ends = (ctypes.c_int32 * max(n, 1))()
-    lib().kz_text_split(data, max_chars, ends, n)
-    starts = [0] + list(ends[: n - 1]) if n else []
-    return [data[a:b].decode("utf-8") for a, b in zip(starts, ends[:n])]
 
 
 @dataclass

@@ -1,63 +1,79 @@
-"""Splitting long text into pieces one generation can say, without losing or reordering anything.
+"""Splitting long text into pieces one generation can say, without losing or reordering anything:
+libkazetts' rule (kz_text_split, kz_text_sentence_ends, kz_text_cut_point in rules.h), the one
+both engines use, in Python strings and character offsets.
 
 Whole sentences (ending at Latin or CJK punctuation or newlines) are packed into pieces of at
 most `max_chars`, so a text that fits is one piece, exactly as the reference would say it; a
 sentence longer than `max_chars` is cut at its last clause boundary (comma, semicolon, colon,
 CJK comma) or, failing that, at the last space, or hard at `max_chars` for unbroken scripts.
-Joining the pieces gives back the text exactly.
+Joining the pieces gives back the text exactly. The rule stated with regexes, for the tests:
+kazetts/validation/oracles/text_split.py.
 """
 
 from __future__ import annotations
 
-import re
+import ctypes
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+|(?<=[。！？])|\n+")
-_CLAUSE = re.compile(r"[,;:，；：、]\s*")
+import numpy as np
 
+from kazetts import native
 
-def sentence_ends(text: str) -> list[int]:
-    """Positions just after each sentence end (after its trailing whitespace)."""
-    return [match.end() for match in _SENTENCE_END.finditer(text)]
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences with their trailing whitespace kept, so that ''.join(...) == text."""
-    pieces, start = [], 0
-    for end in sentence_ends(text):
-        if end > start:
-            pieces.append(text[start:end])
-            start = end
-    if start < len(text):
-        pieces.append(text[start:])
-    return pieces
+_c_int32_p = ctypes.POINTER(ctypes.c_int32)
+_SIGNATURES = {
+    "kz_text_split": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int32, _c_int32_p, ctypes.c_int32]),
+    "kz_text_sentence_ends": (ctypes.c_int32, [ctypes.c_char_p, _c_int32_p, ctypes.c_int32]),
+    "kz_text_cut_point": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int32]),
+}
 
 
-def cut_point(window: str, earliest: int = 0) -> int:
-    """Where to cut a sentence too long for `window`: after its last clause boundary, else after
-    its last space, else at the window's end; never at or before `earliest`."""
-    clauses = [m.end() for m in _CLAUSE.finditer(window) if earliest < m.end() < len(window)]
-    spaces = [i + 1 for i, ch in enumerate(window) if ch.isspace() and i > 0 and i + 1 > earliest]
-    return (clauses or spaces or [len(window)])[-1]
+def lib() -> ctypes.CDLL:
+    """libkazetts with the text rules typed."""
+    return native.bind(_SIGNATURES)
 
 
-def _cut(sentence: str, max_chars: int) -> list[str]:
-    pieces = []
-    while len(sentence) > max_chars:
-        cut = cut_point(sentence[:max_chars])
-        pieces.append(sentence[:cut])
-        sentence = sentence[cut:]
-    return pieces + ([sentence] if sentence else [])
+def _utf8(text: str) -> bytes:
+    """The text as the rule reads it: UTF-8, NUL (where a C string would end) read as U+0001,
+    which the rule treats alike (neither space, punctuation nor newline), at the same offset."""
+    return text.encode("utf-8").replace(b"\0", b"\1")
+
+
+def _offsets(call, data: bytes) -> list[int]:
+    """The byte offsets a kz_text_* call with (ends, capacity) at its end writes."""
+    n = call(None, 0)
+    if n < 0:
+        raise ValueError("libkazetts refused the text")
+    ends = (ctypes.c_int32 * max(n, 1))()
+    call(ends, n)
+    return list(ends[:n])
+
+
+def _chars(data: bytes, offsets: list[int]) -> list[int]:
+    """Byte offsets of UTF-8 data -> character offsets (the code points that start before each)."""
+    starts = np.concatenate([[0], np.cumsum((np.frombuffer(data, np.uint8) & 0xC0) != 0x80)])
+    return [int(starts[b]) for b in offsets]
 
 
 def split_text(text: str, max_chars: int = 300) -> list[str]:
     """Pieces of at most `max_chars` characters, in order; ''.join(pieces) == text."""
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
-    pieces: list[str] = []
-    for sentence in split_sentences(text):
-        for part in _cut(sentence, max_chars):
-            if pieces and len(pieces[-1]) + len(part) <= max_chars:
-                pieces[-1] += part
-            else:
-                pieces.append(part)
-    return pieces
+    data = _utf8(text)
+    ends = _offsets(lambda out, capacity: lib().kz_text_split(data, max_chars, out, capacity), data)
+    whole = text.encode("utf-8")
+    return [whole[a:b].decode("utf-8") for a, b in zip([0] + ends[:-1], ends)]
+
+
+def sentence_ends(text: str) -> list[int]:
+    """Positions just after each sentence end (after its trailing whitespace)."""
+    data = _utf8(text)
+    return _chars(data, _offsets(lambda out, capacity: lib().kz_text_sentence_ends(data, out, capacity), data))
+
+
+def cut_point(window: str, earliest: int = 0) -> int:
+    """Where to cut a sentence too long for `window`: after its last clause boundary, else after
+    its last space, else at the window's end; never at or before `earliest`."""
+    data = _utf8(window)
+    at = lib().kz_text_cut_point(data, len(window[:earliest].encode("utf-8")))
+    if at < 0:
+        raise ValueError("libkazetts refused the text")
+    return _chars(data, [at])[0]

@@ -17,6 +17,7 @@ draws from, so both engines give the same codes for one seed.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pathlib
 import threading
@@ -71,18 +72,30 @@ from kazetts.engine.voice import ModelFingerprint, Voice, enroll
 
 FRAME_SECONDS = 0.08
 MIN_CONTEXT = 16  # talker positions: the native engine's floor too (kz_tts_load)
-CROSSFADE_SAMPLES = 240  # 10 ms at 24 kHz between pieces of a long text
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
-BUDGET_BASE, BUDGET_PER_TOKEN = 24, 8  # frame budget of a piece: generous for any real speech rate
 NO_CODEC_ENCODER = (
     "this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
     "does): ICL cloning needs the reference's codec codes; use x_vector_only=True"
 )
 
 
-def frame_budget(n_text_tokens: int) -> int:
-    """Frames a piece of text may take before the runaway guard stops it."""
-    return BUDGET_BASE + BUDGET_PER_TOKEN * n_text_tokens
+_P, _float_p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)
+_SIGNATURES = {  # the engine's rules of libkazetts' rules.h
+    "kz_frame_budget": (ctypes.c_int32, [ctypes.c_int32] * 4),
+    "kz_joiner_new": (_P, []),
+    "kz_joiner_free": (None, [_P]),
+    "kz_joiner_push": (ctypes.c_int32, [_P, _float_p, ctypes.c_int32, ctypes.c_int32, _float_p]),
+    "kz_joiner_end_piece": (None, [_P]),
+    "kz_joiner_flush": (ctypes.c_int32, [_P, _float_p, ctypes.c_int32]),
+}
+
+
+def frame_budget(n_text_tokens: int, max_frames: int | None, n_prefill: int, n_ctx: int) -> int:
+    """Frames a piece may take (kz_frame_budget): max_frames, else the runaway guard's budget
+    from its chat-wrapped text ids, clipped to the room its prompt leaves in the context; 0
+    when it leaves none."""
+    max_frames = min(max_frames or 0, n_ctx)  # (as an int32: no budget exceeds the context anyway)
+    return max(0, native.bind(_SIGNATURES).kz_frame_budget(n_text_tokens, max_frames, n_prefill, n_ctx))
 
 
 @dataclass
@@ -408,17 +421,15 @@ class TTS:
                     speaker_embedding=speaker_embedding,
                     text_streaming=text_streaming,
                 )
-            budget = max_frames if max_frames is not None else frame_budget(len(ids))
-            if len(prompt.prefill) + budget > self.talker.n_ctx:
-                budget = self.talker.n_ctx - len(prompt.prefill)
-                if budget < 1 and icl:
-                    raise ValueError(
-                        f"the voice's reference is {len(ref_codes)} frames ({len(ref_codes) * FRAME_SECONDS:.1f} s): "
-                        f"with its text and this text it leaves no room in the talker context of "
-                        f"{self.talker.n_ctx}; enroll a shorter reference (3-10 s)"
-                    )
-                if budget < 1:
-                    raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
+            budget = frame_budget(len(ids), max_frames, len(prompt.prefill), self.talker.n_ctx)
+            if budget < 1 and icl:
+                raise ValueError(
+                    f"the voice's reference is {len(ref_codes)} frames ({len(ref_codes) * FRAME_SECONDS:.1f} s): "
+                    f"with its text and this text it leaves no room in the talker context of "
+                    f"{self.talker.n_ctx}; enroll a shorter reference (3-10 s)"
+                )
+            if budget < 1:
+                raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
             prompts.append((prompt, budget))
         return prompts
 
@@ -722,21 +733,21 @@ class TTS:
                     pieces,
                     self.talker.file,
                 )
-                room = self.talker.n_ctx - len(prompt.prefill)
+                n_prefill, n_ctx = len(prompt.prefill), self.talker.n_ctx
+                room = frame_budget(0, max_frames or n_ctx, n_prefill, n_ctx)  # max_frames, else all the room
                 if room < 1:
-                    raise ValueError(f"text too long for the talker context of {self.talker.n_ctx}")
+                    raise ValueError(f"text too long for the talker context of {n_ctx}")
                 self.codec.reset()  # idle between pieces
-                trace, produced = TalkerTrace(record=False), 0
+                trace, produced, budget = TalkerTrace(record=False), 0, None
                 out.start_piece(chunk_frames)
-                frames = talker_frames(
-                    self.talker, prompt, sampler, predictor, min(max_frames or room, room), rng, trace, timings
-                )
+                frames = talker_frames(self.talker, prompt, sampler, predictor, room, rng, trace, timings)
                 # the last piece is not known in advance: the joiner holds every crossfade tail back
                 for codes in frames:
                     self._check_open()
                     produced += 1
-                    budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS) if pieces.closed else None
-                    over = max_frames is None and budget is not None and produced >= min(budget, room)
+                    if budget is None and pieces.closed:  # its text ids are known once it has closed
+                        budget = frame_budget(len(pieces.tokens) + ROLE_TOKENS + TAIL_TOKENS, None, n_prefill, n_ctx)
+                    over = max_frames is None and budget is not None and produced >= budget
                     waits = not pieces.ready(produced)
                     out.add(codes, now=over or waits)
                     yield from out.chunks(index, last_piece=False, wait=waits)  # all audio out before waiting for text
@@ -760,7 +771,7 @@ class _Output:
     def __init__(self, codec: CodecDecoder, overlap: bool, timings: dict, codes_out: list | None):
         self.pipeline = CodecPipeline(codec, overlap, timings)
         self.timings, self.codes_out = timings, codes_out
-        self.joiner = _Joiner(CROSSFADE_SAMPLES)
+        self.joiner = _Joiner()
         self.frames, self.start = 0, time.perf_counter()
         self.start_piece(1)
 
@@ -800,6 +811,7 @@ class _Output:
 
     def __exit__(self, *exc) -> None:
         self.pipeline.close()
+        self.joiner.close()
 
 
 def _piece_ended(trace: TalkerTrace, piece: str, frames: int, max_frames: int | None, stopped_by: list | None) -> None:
@@ -832,35 +844,30 @@ def reference_cut(ref_frames: int, total_frames: int, n_samples: int) -> int:
     return int(ref_frames / max(total_frames, 1) * n_samples)
 
 
-class _Joiner:
-    """Emits the pieces' audio in order, crossfading each piece's last samples into the next.
+class _Joiner(native.NativeHandle):
+    """Emits the pieces' audio in order, crossfading each piece's last samples into the next
+    (kz_joiner: the last 10 ms of a piece are held back until the next piece starts, then
+    blended into its first samples; the last piece is emitted as it comes)."""
 
-    The last `fade` samples of a piece are held back until the next piece starts, then blended
-    into its first samples; the last piece is emitted as it comes."""
+    _free_name = "kz_joiner_free"
 
-    def __init__(self, fade: int):
-        self.fade = fade
-        self.held = np.zeros(0, np.float32)
-        self.tail: np.ndarray | None = None
+    def __init__(self):
+        self._lib = native.bind(_SIGNATURES)
+        self._handle = self._lib.kz_joiner_new()
+        if not self._handle:
+            raise MemoryError("kz_joiner_new")
 
     def push(self, audio: np.ndarray, last_piece: bool) -> np.ndarray:
-        if self.tail is not None and len(audio):
-            n = min(len(self.tail), len(audio))
-            ramp = np.linspace(0.0, 1.0, n, endpoint=False, dtype=np.float32)
-            audio = audio.copy()
-            audio[:n] = self.tail[:n] * (1 - ramp) + audio[:n] * ramp
-            self.tail = None
-        if last_piece:
-            return audio
-        audio = np.concatenate([self.held, audio])
-        self.held = audio[-self.fade :]
-        return audio[: -self.fade]
+        audio = np.ascontiguousarray(audio, np.float32)
+        out = np.empty(len(audio), np.float32)
+        n = self._lib.kz_joiner_push(self._handle, native.ptr(audio), len(audio), int(last_piece), native.ptr(out))
+        return out[:n]
 
     def end_piece(self) -> None:
-        if len(self.held):
-            self.tail, self.held = self.held, np.zeros(0, np.float32)
+        self._lib.kz_joiner_end_piece(self._handle)
 
     def flush(self) -> np.ndarray:
         """What is still held once the last piece has ended (when that was not known in advance)."""
-        tail, self.tail = self.tail, None
-        return tail if tail is not None else np.zeros(0, np.float32)
+        out = np.empty(self._lib.kz_joiner_flush(self._handle, None, 0), np.float32)
+        self._lib.kz_joiner_flush(self._handle, native.ptr(out), len(out))
+        return out

@@ -1,44 +1,11 @@
-"""Token sampling for the talker (codebook 0) and the code predictor, numpy only.
+"""Token sampling for the talker (codebook 0): libkazetts' rule (kz_talker_choose, rules.h).
 
-Reproduces what Hugging Face transformers 4.57.3 ``generate`` does with the settings the
-official reference (qwen-tts 0.1.1, ``Qwen3TTSForConditionalGeneration.generate``) passes.
-
-Talker (``self.talker.generate(inputs_embeds=..., **talker_kwargs)``). ``_get_logits_processor``
-(transformers/generation/utils.py) builds, in this order:
-
-1. ``RepetitionPenaltyLogitsProcessor(1.05)`` (utils.py:1141). It sees ``input_ids`` which, since
-   only ``inputs_embeds`` are passed, start empty (``_maybe_initialize_input_ids_for_generation``
-   returns a ``(batch, 0)`` tensor) and grow by the generated CB0 ids only: the prompt is never
-   penalised. Every *distinct* id generated so far is penalised once (gather/scatter, no
-   compounding): ``logit * p`` if ``logit < 0`` else ``logit / p``; the arithmetic is float32 with
-   the scalar rounded to float32 (``x / float32(1.05)``, checked bit for bit against torch).
-2. ``MinLengthLogitsProcessor(2, eos)`` (utils.py:1169): ``_prepare_generated_length``
-   (utils.py:1685) turns ``min_new_tokens=2`` into ``min_length = 2 + len(input_ids) = 2``.
-3. ``MinNewTokensLengthLogitsProcessor(0, 2, eos)`` (utils.py:1181). 2 and 3 are the same
-   thing here: EOS is set to ``-inf`` while fewer than 2 ids have been generated.
-4. ``SuppressTokensLogitsProcessor`` (utils.py:1225): ids ``vocab-1024 .. vocab-1`` except EOS
-   are set to ``-inf`` at every step.
-   -- only when ``do_sample`` (utils.py:1251), i.e. never in greedy mode: --
-5. ``TemperatureLogitsWarper(0.9)`` if ``temperature != 1.0`` (utils.py:1266): ``x / float32(T)``.
-6. ``TopKLogitsWarper(50)`` if ``top_k != 0`` (utils.py:1268): ``x < topk(x, k)[-1]`` is set to
-   ``-inf``, so values tied with the k-th largest are all kept (more than k may survive).
-7. ``TopPLogitsWarper`` only if ``top_p < 1.0`` (utils.py:1272): top_p = 1.0 adds nothing.
-
-Then ``_sample`` (utils.py:2800) takes ``softmax`` + ``torch.multinomial`` when sampling, else
-``argmax`` of the processed scores (greedy keeps 1-4, including the repetition penalty).
-
-Code predictor (``self.code_predictor.generate(inputs_embeds=..., max_new_tokens=15,
-do_sample=subtalker_dosample, top_k=subtalker_top_k, top_p=..., temperature=...)``): no
-repetition penalty, no min length, no suppressed ids; only the warpers 5-7 when sampling,
-plain argmax in greedy mode.
-
-Random numbers: ``pick`` draws one uniform from ``rng.random()`` (any source with that method:
-a numpy ``Generator``, or ``kazetts.native.Rng``, the splitmix64 stream both engines use)
-and inverts the CDF, so a given seed gives the same tokens run to run. The native engine's
-copy of these rules (native/src/stages/sampling.cpp, cp_sampling.h) is pinned to this module by
-tests/test_native_engine.py. It cannot reproduce ``torch.multinomial``'s random stream bit
-for bit, so sampled output matches the reference only in distribution; bit-exact comparisons
-are done in greedy mode.
+The rule itself (HF ``generate``'s repetition penalty, end-of-speech ban, suppressed control ids,
+temperature / top-k / top-p and the draw, as qwen-tts 0.1.1 configures them) has one definition,
+native/src/stages/sampling.cpp, which both engines run: this module keeps a request's CB0 history
+and hands each step's logits to it, one call a frame. Its numpy statement, which the tests hold
+against HF's own processors and against the native rule, is kazetts/validation/oracles/sampling.py.
+The code predictor samples CB1..15 inside libkazetts (cp_sampling.h).
 
 A request's options, their defaults and their checks are kazetts.request's (``Sampling``);
 ``talker_config`` and ``code_predictor_config`` turn them into each sampler's ``SamplerConfig``.
@@ -46,17 +13,37 @@ A request's options, their defaults and their checks are kazetts.request's (``Sa
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
 
 import numpy as np
 
+from kazetts import native
 from kazetts.errors import KazettsError
-
 from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
 
-NEG_INF = np.float32(-np.inf)
 NAN_LOGITS = "the talker's logits hold NaN: the model's weights are damaged"  # as native/src/stages/sampling.h
+NAN_STATUS = -2  # kz_talker_choose's answer to NaN logits
+
+_SIGNATURES = {
+    "kz_talker_choose": (
+        ctypes.c_int32,
+        [
+            ctypes.POINTER(ctypes.c_float),
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_int32),
+            ctypes.c_int32,
+            ctypes.POINTER(native.TtsRequest),
+            ctypes.POINTER(ctypes.c_uint64),
+        ],
+    ),
+}
+
+
+def lib() -> ctypes.CDLL:
+    """libkazetts with kz_talker_choose typed."""
+    return native.bind(_SIGNATURES)
 
 
 @dataclass
@@ -80,6 +67,15 @@ class SamplerConfig:
             temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=1.0, min_new_tokens=0, greedy=greedy
         )
 
+    def request(self) -> native.TtsRequest:
+        """The kz_tts_request fields kz_talker_choose reads (the sampling ones and min_frames)."""
+        r = native.TtsRequest()
+        r.struct_size = ctypes.sizeof(native.TtsRequest)
+        r.greedy, r.min_frames = int(bool(self.greedy)), int(self.min_new_tokens)
+        r.temperature, r.top_k, r.top_p = self.temperature, int(self.top_k), self.top_p
+        r.repetition_penalty = self.repetition_penalty
+        return r
+
 
 def talker_config(sampling: Sampling) -> SamplerConfig:
     """A request's talker (CB0) settings."""
@@ -99,171 +95,71 @@ def code_predictor_config(sampling: Sampling) -> SamplerConfig:
     )
 
 
-def talker_suppress_tokens(vocab_size: int, eos_token_id: int, special_count: int = 1024) -> list[int]:
-    """The reference's ``suppress_tokens``: the last ``special_count`` ids of the talker vocabulary
-    (its control tokens) except EOS. ``vocab_size``/``eos_token_id`` come from the model config."""
-    return [i for i in range(vocab_size - special_count, vocab_size) if i != eos_token_id]
-
-
-# --------------------------------------------------------------------------- processors
-
-
-def apply_repetition_penalty(scores: np.ndarray, history: Iterable[int], penalty: float) -> np.ndarray:
-    """HF ``RepetitionPenaltyLogitsProcessor`` on one row (in place on ``scores``)."""
-    if penalty is None or penalty == 1.0:
-        return scores
-    ids = np.unique(np.asarray(list(history), dtype=np.int64))
-    if ids.size:
-        p = np.float32(penalty)
-        picked = scores[ids]
-        scores[ids] = np.where(picked < 0, picked * p, picked / p)
-    return scores
-
-
-def apply_temperature(scores: np.ndarray, temperature: float | None) -> np.ndarray:
-    if temperature is None or temperature == 1.0:
-        return scores
-    return scores / np.float32(temperature)
-
-
-def apply_top_k(scores: np.ndarray, top_k: int | None, min_tokens_to_keep: int = 1) -> np.ndarray:
-    """HF ``TopKLogitsWarper``: everything strictly below the k-th largest value becomes -inf
-    (ties with the k-th value survive)."""
-    if top_k is None or top_k == 0:
-        return scores
-    k = min(max(int(top_k), min_tokens_to_keep), scores.shape[-1])
-    kth = np.partition(scores, scores.shape[-1] - k)[scores.shape[-1] - k]
-    return np.where(scores < kth, NEG_INF, scores)
-
-
-def _softmax32(scores: np.ndarray) -> np.ndarray:
-    shifted = scores - scores.max()
-    e = np.exp(shifted, dtype=np.float32)
-    return (e / e.sum(dtype=np.float32)).astype(np.float32)
-
-
-def apply_top_p(scores: np.ndarray, top_p: float | None, min_tokens_to_keep: int = 1) -> np.ndarray:
-    """HF ``TopPLogitsWarper`` (only built for ``top_p < 1.0``): sort ascending, drop the tokens
-    whose cumulative probability is <= 1 - top_p, always keep the ``min_tokens_to_keep`` largest.
-    torch's cumsum accumulates float32 in double on CPU; so does this. The order among exactly
-    tied logits (torch.sort is not stable) and softmax rounding can differ at the boundary."""
-    if top_p is None or top_p >= 1.0:
-        return scores
-    order = np.argsort(scores, kind="stable")
-    sorted_scores = scores[order]
-    cumulative = np.cumsum(_softmax32(sorted_scores).astype(np.float64)).astype(np.float32)
-    remove_sorted = cumulative <= np.float32(1 - top_p)
-    remove_sorted[-min_tokens_to_keep:] = False
-    remove = np.empty_like(remove_sorted)
-    remove[order] = remove_sorted
-    return np.where(remove, NEG_INF, scores)
-
-
-def warp(scores: np.ndarray, config: SamplerConfig) -> np.ndarray:
-    """The sampling-only warpers, in HF's order: temperature, top-k, top-p."""
-    if config.greedy:
-        return scores
-    scores = apply_temperature(scores, config.temperature)
-    scores = apply_top_k(scores, config.top_k)
-    return apply_top_p(scores, config.top_p)
-
-
-def pick(scores: np.ndarray, greedy: bool, rng=None) -> int:
-    """argmax (first index on ties, as torch on CPU) or one multinomial draw from softmax(scores).
-    Ids whose score is -inf have probability exactly 0 and can never be drawn."""
-    if greedy:
-        return int(np.argmax(scores))
-    if rng is None:
-        raise ValueError("sampling needs a random source (np.random.default_rng(seed) or native.Rng(seed))")
-    finite = np.isfinite(scores)
-    if not finite.any():
-        raise ValueError("every logit is -inf: nothing can be sampled")
-    x = scores.astype(np.float64)
-    weights = np.where(finite, np.exp(x - x[finite].max()), 0.0)
-    cdf = np.cumsum(weights)
-    u = rng.random() * cdf[-1]
-    index = int(np.searchsorted(cdf, u, side="right"))
-    if index >= len(cdf) or weights[index] == 0.0:  # u rounded onto the upper end
-        index = int(np.flatnonzero(weights)[-1])
-    return index
-
-
-def margin(scores: np.ndarray) -> float:
-    """Top-1 minus top-2 of a processed row (how close an argmax was to flipping)."""
-    top = np.sort(scores)[-2:]
-    return float(top[1] - top[0])
-
-
-# --------------------------------------------------------------------------- samplers
-
-
 class TalkerSampler:
-    """Codebook-0 sampler of the talker. Keeps the CB0 ids generated so far (what HF's
-    ``input_ids`` hold during ``talker.generate``) and applies, per step: repetition penalty,
-    EOS ban for the first ``min_new_tokens`` steps, suppressed ids, then (sampling only)
-    temperature, top-k, top-p."""
+    """Codebook-0 sampler of the talker for one utterance: keeps the CB0 ids generated so far
+    (what HF's ``input_ids`` hold during ``talker.generate``) and picks each next id with
+    kz_talker_choose, drawing from a ``native.Rng`` when sampling."""
 
-    def __init__(self, config: SamplerConfig, eos_token_id: int, suppress_tokens: Sequence[int] = ()):
+    def __init__(self, config: SamplerConfig, vocab_size: int, eos_token_id: int):
         self.config = config
-        self.eos_token_id = int(eos_token_id)
-        self.suppress_tokens = np.asarray(sorted(set(int(i) for i in suppress_tokens)), dtype=np.int64)
-        self.history: list[int] = []
+        self.vocab_size, self.eos_token_id = int(vocab_size), int(eos_token_id)
+        self._request = config.request()
+        self._history = np.zeros(64, np.int32)
+        self._steps = 0
+        self._lib = lib()
 
     @classmethod
     def for_talker(
-        cls,
-        vocab_size: int,
-        eos_token_id: int,
-        config: SamplerConfig | None = None,
-        special_count: int = 1024,
-        **overrides,
+        cls, vocab_size: int, eos_token_id: int, config: SamplerConfig | None = None, **overrides
     ) -> "TalkerSampler":
         """As the reference configures it; ids come from the model (config.json / GGUF)."""
-        config = replace(config or SamplerConfig(), **overrides)
-        return cls(config, eos_token_id, talker_suppress_tokens(vocab_size, eos_token_id, special_count))
+        return cls(replace(config or SamplerConfig(), **overrides), vocab_size, eos_token_id)
+
+    @property
+    def history(self) -> np.ndarray:
+        """The CB0 ids generated so far (int32; a view: writing an id changes the history)."""
+        return self._history[: self._steps]
+
+    @history.setter
+    def history(self, ids) -> None:
+        ids = np.asarray(ids, np.int32).reshape(-1)
+        self._history = np.resize(ids, max(64, 2 * len(ids)))
+        self._steps = len(ids)
 
     @property
     def step(self) -> int:
         """Number of CB0 ids generated so far."""
-        return len(self.history)
+        return self._steps
 
     def reset(self) -> None:
-        self.history = []
+        self._steps = 0
 
-    def process(self, logits: np.ndarray) -> np.ndarray:
-        """Raw codec-head logits [vocab] -> processed float32 scores (no state change)."""
-        scores = np.array(logits, dtype=np.float32, copy=True).reshape(-1)
-        scores = apply_repetition_penalty(scores, self.history, self.config.repetition_penalty)
-        if self.config.min_new_tokens and self.step < self.config.min_new_tokens:
-            scores[self.eos_token_id] = NEG_INF
-        if self.suppress_tokens.size:
-            scores[self.suppress_tokens] = NEG_INF
-        return warp(scores, self.config)
-
-    def choose(self, logits: np.ndarray, rng=None) -> int:
-        """Raw logits -> the next CB0 id; the id is appended to the history. KazettsError on NaN
-        logits (argmax and the draw would pick an id from them), as the native sampler."""
-        if np.isnan(logits).any():
+    def choose(self, logits: np.ndarray, rng: native.Rng | None = None) -> int:
+        """Raw codec-head logits [vocab] -> the next CB0 id, appended to the history. Sampling
+        draws one uniform from `rng`; KazettsError on NaN logits (a damaged model)."""
+        row = np.ascontiguousarray(logits, dtype=np.float32).reshape(-1)
+        if row.size != self.vocab_size:
+            raise ValueError(f"logits have {row.size} values; this talker has {self.vocab_size} codec ids")
+        if not self.config.greedy and not isinstance(rng, native.Rng):
+            raise ValueError("sampling needs a random source: a kazetts.native.Rng")
+        if self._steps == len(self._history):
+            self._history = np.resize(self._history, 2 * len(self._history))
+        token = self._lib.kz_talker_choose(
+            native.ptr(row),
+            self.vocab_size,
+            self.eos_token_id,
+            native.ptr(self._history, ctypes.c_int32),
+            self._steps,
+            ctypes.byref(self._request),
+            None if self.config.greedy else rng.pointer,
+        )
+        if token == NAN_STATUS:
             raise KazettsError(NAN_LOGITS)
-        token = pick(self.process(logits), self.config.greedy, rng)
-        self.history.append(token)
+        if token < 0:
+            raise ValueError(f"kz_talker_choose refused the step (sampling {self.config})")
+        self._history[self._steps] = token
+        self._steps += 1
         return token
 
     def is_eos(self, token: int) -> bool:
         return int(token) == self.eos_token_id
-
-
-class CodePredictorSampler:
-    """Sampler of the code predictor (CB1..15): no penalty, no minimum length, no suppressed
-    ids; temperature, top-k, top-p when sampling, argmax when greedy. Stateless."""
-
-    def __init__(self, config: SamplerConfig | None = None):
-        self.config = config or SamplerConfig.code_predictor()
-
-    def process(self, logits: np.ndarray) -> np.ndarray:
-        scores = np.array(logits, dtype=np.float32, copy=True).reshape(-1)
-        scores = apply_repetition_penalty(scores, (), self.config.repetition_penalty)
-        return warp(scores, self.config)
-
-    def choose(self, logits: np.ndarray, rng=None) -> int:
-        return pick(self.process(logits), self.config.greedy, rng)

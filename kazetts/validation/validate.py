@@ -28,7 +28,8 @@ from kazetts.gguf.header import GGUFHeader
 from kazetts.validation import goldens
 from kazetts.stages.audio_input import reference_audio
 from kazetts.stages.prompt import build_icl_prompt, build_prompt, chat_text, instruct_text, ref_chat_text
-from kazetts.stages.sampling import SamplerConfig, TalkerSampler, margin
+from kazetts.stages.sampling import SamplerConfig, TalkerSampler
+from kazetts.validation.oracles.sampling import margin
 from kazetts.engine.talker_loop import TeacherForcing, run_talker
 from kazetts.engine.tts import reference_cut
 

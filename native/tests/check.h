@@ -85,3 +85,4 @@ void check_talker_repack(const GoldenCase &c, Report &report);  // long case: qu
 void check_engine(const GoldenCase &c, Report &report);         // the whole kazetts/tts.h engine
 // kz::conv_gemm_op against a scalar reference (no golden case: synthetic operands)
 void check_conv_gemm(Report &report);
+void check_rules(Report &report);  // rules.h's WSOLA stream and joiner (no model)

@@ -69,6 +69,7 @@ int main(int argc, char **argv) {
     } catch (const std::exception &e) {
         report.gate("conv gemm", false, std::string("error: ") + e.what());
     }
+    timed("rules", "rules", [&] { check_rules(report); });
     for (int i = first; i < argc; ++i) {
         try {
             GoldenCase c = GoldenCase::read(argv[i]);

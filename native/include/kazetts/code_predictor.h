@@ -60,7 +60,7 @@ typedef struct kz_cp_params {
  * tied with the k-th largest are kept; 0 = off), then top-p (only if < 1), then one draw from
  * the softmax by inverse CDF. The random numbers come from the caller: either `uniforms`
  * (15 doubles in [0, 1), one per codebook, e.g. numpy Generator.random(15), which reproduces
- * kazetts.stages.sampling.CodePredictorSampler draw for draw), or, when `uniforms` is NULL, the
+ * kazetts.validation.oracles.sampling.CodePredictorSampler draw for draw), or, when `uniforms` is NULL, the
  * caller-owned 64-bit state `rng_state` (splitmix64, advanced by one per draw; seed it with
  * any value). Greedy needs neither. */
 typedef struct kz_cp_sampling {

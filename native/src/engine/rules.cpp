@@ -1,18 +1,23 @@
 // The rules of kazetts/rules.h: the engine's own rules (stages/sampling, engine/text_split,
-// stages/prompt over stages/talker_file), exported on their own behind a C ABI that never throws.
+// stages/prompt over stages/talker_file, engine/joiner, engine/time_stretch, the frame budget),
+// exported on their own behind a C ABI that never throws.
 #include "engine/rules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/common_internal.h"
+#include "engine/joiner.h"
 #include "engine/model_files.h"
 #include "engine/text_split.h"
+#include "engine/time_stretch.h"
 #include "kazetts/rules.h"
 #include "stages/cp_sampling.h"
 #include "stages/prompt.h"
@@ -22,6 +27,13 @@ namespace kz {
 
 SamplingConfig talker_sampling(const kz_tts_request &r) {
     return {r.greedy != 0, r.temperature, r.top_k, r.top_p, r.repetition_penalty, r.min_frames};
+}
+
+int32_t frame_budget(int64_t n_text_tokens, int32_t max_frames, int64_t n_prefill, int64_t n_ctx) {
+    const int64_t BASE = 24, PER_TOKEN = 8;  // generous for any real speech rate
+    const int64_t room = n_ctx - n_prefill;
+    if (room < 1) return -1;
+    return int32_t(std::min(max_frames > 0 ? int64_t(max_frames) : BASE + PER_TOKEN * n_text_tokens, room));
 }
 
 namespace {
@@ -83,6 +95,31 @@ struct kz_prompt {
     kz::Prompt prompt;
 };
 
+
+struct kz_joiner {
+    kz::Joiner joiner;
+};
+
+struct kz_stretch {
+    kz::TimeStretch stretch;
+    std::vector<float> ready;  // output not read yet
+    bool finished = false;
+};
+
+namespace {
+
+// Byte offsets of code point positions in text (its UTF-8 encoding).
+std::vector<int32_t> byte_offsets(const std::u32string &text) {
+    std::vector<int32_t> at(text.size() + 1, 0);
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char32_t c = text[i];
+        at[i + 1] = at[i] + (c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4);
+    }
+    return at;
+}
+
+}  // namespace
+
 extern "C" {
 
 KZ_API int32_t kz_text_split(const char *text, int32_t max_chars, int32_t *ends, int32_t capacity) {
@@ -100,6 +137,100 @@ KZ_API int32_t kz_text_split(const char *text, int32_t max_chars, int32_t *ends,
     }
 }
 
+KZ_API int32_t kz_text_sentence_ends(const char *text, int32_t *ends, int32_t capacity) {
+    if (!text || capacity < 0 || (capacity && !ends)) return -1;
+    try {
+        const std::u32string chars = kz::decode_utf8(text);
+        const std::vector<int32_t> at = byte_offsets(chars);
+        const std::vector<size_t> found = kz::sentence_ends(chars);
+        for (size_t i = 0; i < found.size() && int32_t(i) < capacity; ++i) ends[i] = at[found[i]];
+        return int32_t(found.size());
+    } catch (...) {
+        return -1;
+    }
+}
+
+KZ_API int32_t kz_text_cut_point(const char *window, int32_t earliest) {
+    if (!window || earliest < 0) return -1;
+    try {
+        const std::u32string chars = kz::decode_utf8(window);
+        const std::vector<int32_t> at = byte_offsets(chars);
+        // the code points that end at or before byte `earliest`
+        const size_t first = size_t(std::upper_bound(at.begin(), at.end(), earliest) - at.begin()) - 1;
+        return at[kz::cut_point(chars, first)];
+    } catch (...) {
+        return -1;
+    }
+}
+
+KZ_API int32_t kz_frame_budget(int32_t n_text_tokens, int32_t max_frames, int32_t n_prefill, int32_t n_ctx) {
+    if (n_text_tokens < 0 || max_frames < 0 || n_prefill < 0 || n_ctx < 0) return -1;
+    return kz::frame_budget(n_text_tokens, max_frames, n_prefill, n_ctx);
+}
+
+KZ_API kz_joiner *kz_joiner_new(void) { return new (std::nothrow) kz_joiner(); }
+
+KZ_API void kz_joiner_free(kz_joiner *joiner) { delete joiner; }
+
+KZ_API int32_t kz_joiner_push(kz_joiner *joiner, const float *audio, int32_t n, int32_t last_piece, float *out) {
+    if (!joiner || n < 0 || (n && (!audio || !out))) return -1;
+    try {
+        return int32_t(joiner->joiner.push(audio, size_t(n), last_piece != 0, out));
+    } catch (...) {
+        return -1;
+    }
+}
+
+KZ_API void kz_joiner_end_piece(kz_joiner *joiner) {
+    if (joiner) joiner->joiner.end_piece();
+}
+
+KZ_API int32_t kz_joiner_flush(kz_joiner *joiner, float *out, int32_t capacity) {
+    if (!joiner || capacity < 0 || (capacity && !out)) return -1;
+    const int32_t held = int32_t(joiner->joiner.held());
+    if (held <= capacity) {
+        const std::vector<float> tail = joiner->joiner.flush();
+        std::copy(tail.begin(), tail.end(), out);
+    }
+    return held;
+}
+
+KZ_API int kz_stretch_new(int32_t sample_rate, double speed, kz_stretch **out) {
+    if (out) *out = nullptr;
+    if (!out || sample_rate < 100 || !(speed > 0) || !std::isfinite(speed)) return KZ_ERR_INVALID_ARGUMENT;
+    return kz::run_guarded([&] { *out = new kz_stretch{kz::TimeStretch(sample_rate, speed), {}, false}; },
+                           [](const char *) {}, KZ_ERR_NO_MEMORY);
+}
+
+KZ_API void kz_stretch_free(kz_stretch *stretch) { delete stretch; }
+
+KZ_API int kz_stretch_push(kz_stretch *stretch, const float *audio, int64_t n, int64_t *n_ready) {
+    if (!stretch || n < 0 || (n && !audio)) return KZ_ERR_INVALID_ARGUMENT;
+    if (stretch->finished) return KZ_ERR_STATE;
+    const int status = kz::run_guarded([&] { stretch->stretch.push(audio, size_t(n), stretch->ready); },
+                                       [](const char *) {}, KZ_ERR_NO_MEMORY);
+    if (n_ready) *n_ready = int64_t(stretch->ready.size());
+    return status;
+}
+
+KZ_API int kz_stretch_finish(kz_stretch *stretch, int64_t *n_ready) {
+    if (!stretch) return KZ_ERR_INVALID_ARGUMENT;
+    if (stretch->finished) return KZ_ERR_STATE;
+    stretch->finished = true;
+    const int status =
+        kz::run_guarded([&] { stretch->stretch.finish(stretch->ready); }, [](const char *) {}, KZ_ERR_NO_MEMORY);
+    if (n_ready) *n_ready = int64_t(stretch->ready.size());
+    return status;
+}
+
+KZ_API int64_t kz_stretch_read(kz_stretch *stretch, float *out, int64_t capacity) {
+    if (!stretch || capacity < 0 || (capacity && !out)) return -1;
+    const size_t n = std::min(stretch->ready.size(), size_t(capacity));
+    if (n) std::memcpy(out, stretch->ready.data(), n * sizeof(float));
+    stretch->ready.erase(stretch->ready.begin(), stretch->ready.begin() + long(n));
+    return int64_t(n);
+}
+
 KZ_API double kz_rng_uniform(uint64_t *state) { return state ? kz::cp::splitmix_uniform(state) : 0.0; }
 
 KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos, const int32_t *history,
@@ -111,10 +242,12 @@ KZ_API int32_t kz_talker_choose(const float *logits, int32_t vocab, int32_t eos,
     for (int32_t i = 0; i < n_history; ++i) {
         if (history[i] < 0 || history[i] >= vocab) return -1;
     }
-    kz::TalkerSampler sampler(kz::talker_sampling(*r), vocab, eos);
-    sampler.set_history(history, n_history);
     try {
+        kz::TalkerSampler sampler(kz::talker_sampling(*r), vocab, eos);
+        sampler.set_history(history, n_history);
         return sampler.choose(logits, rng_state);
+    } catch (const kz::Error &e) {
+        return e.status == KZ_ERR_COMPUTE ? -2 : -1;  // NaN logits
     } catch (...) {
         return -1;
     }

@@ -1,4 +1,4 @@
-// The long-text split (see text_split.h), a transcription of text_split.py's two regexes:
+// The long-text split (see text_split.h), the rule of two regexes (kazetts/validation/oracles/text_split.py):
 //   sentence end: (?<=[.!?…。！？])["'”’)\]]*\s+  |  (?<=[。！？])  |  \n+
 //   clause:       [,;:，；：、]\s*
 #include "engine/text_split.h"
@@ -28,6 +28,33 @@ size_t skip_spaces(const std::u32string &s, size_t i, size_t end) {
     while (i < end && is_space(s[i])) ++i;
     return i;
 }
+
+std::vector<std::u32string> split_sentences(const std::u32string &s) {
+    std::vector<std::u32string> pieces;
+    size_t start = 0;
+    for (size_t end : sentence_ends(s)) {
+        if (end > start) {
+            pieces.push_back(s.substr(start, end - start));
+            start = end;
+        }
+    }
+    if (start < s.size()) pieces.push_back(s.substr(start));
+    return pieces;
+}
+
+// A sentence longer than max_chars cut at its last clause boundary, else its last space, else hard.
+std::vector<std::u32string> cut(std::u32string sentence, size_t max_chars) {
+    std::vector<std::u32string> pieces;
+    while (sentence.size() > max_chars) {
+        const size_t at = cut_point(sentence.substr(0, max_chars), 0);
+        pieces.push_back(sentence.substr(0, at));
+        sentence = sentence.substr(at);
+    }
+    if (!sentence.empty()) pieces.push_back(sentence);
+    return pieces;
+}
+
+}  // namespace
 
 // re.finditer over the sentence-end pattern: the end of every match, in order. An empty match
 // (after CJK punctuation) may not repeat at its own position, where a non-empty one may follow.
@@ -64,46 +91,23 @@ std::vector<size_t> sentence_ends(const std::u32string &s) {
     return ends;
 }
 
-std::vector<std::u32string> split_sentences(const std::u32string &s) {
-    std::vector<std::u32string> pieces;
-    size_t start = 0;
-    for (size_t end : sentence_ends(s)) {
-        if (end > start) {
-            pieces.push_back(s.substr(start, end - start));
-            start = end;
+size_t cut_point(const std::u32string &window, size_t earliest) {
+    const size_t n = window.size();
+    size_t clause = 0, space = 0;
+    for (size_t i = 0; i < n;) {  // re.finditer over the clause pattern: the last match end inside
+        if (one_of(window[i], CLAUSE_PUNCT)) {
+            const size_t end = skip_spaces(window, i + 1, n);
+            if (earliest < end && end < n) clause = end;
+            i = end;
+        } else {
+            ++i;
         }
     }
-    if (start < s.size()) pieces.push_back(s.substr(start));
-    return pieces;
-}
-
-// A sentence longer than max_chars cut at its last clause boundary, else its last space, else hard.
-std::vector<std::u32string> cut(std::u32string sentence, size_t max_chars) {
-    std::vector<std::u32string> pieces;
-    while (sentence.size() > max_chars) {
-        const size_t n = max_chars;  // the window is sentence[:max_chars]
-        size_t clause = 0, space = 0;
-        for (size_t i = 0; i < n;) {
-            if (one_of(sentence[i], CLAUSE_PUNCT)) {
-                size_t end = skip_spaces(sentence, i + 1, n);
-                if (end < n) clause = end;
-                i = end;
-            } else {
-                ++i;
-            }
-        }
-        for (size_t i = 1; i < n; ++i) {
-            if (is_space(sentence[i])) space = i + 1;
-        }
-        size_t at = clause ? clause : space ? space : max_chars;
-        pieces.push_back(sentence.substr(0, at));
-        sentence = sentence.substr(at);
+    for (size_t i = 1; i < n; ++i) {
+        if (is_space(window[i]) && i + 1 > earliest) space = i + 1;
     }
-    if (!sentence.empty()) pieces.push_back(sentence);
-    return pieces;
+    return clause ? clause : space ? space : n;
 }
-
-}  // namespace
 
 bool is_space(char32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||

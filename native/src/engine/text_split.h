@@ -1,6 +1,6 @@
-// Long text -> pieces one generation can say: the rule of kazetts/engine/text_split.py, in
-// code points, with Python's str.isspace(). Pinned to the Python implementation by
-// tests/test_native_engine.py.
+// Long text -> pieces one generation can say, in code points, with Python's str.isspace():
+// the one definition of the rule (both engines; exported by rules.cpp). Pinned to the regex
+// statement of it in kazetts/validation/oracles/text_split.py by tests/test_text_split.py.
 #pragma once
 
 #include <string>
@@ -14,6 +14,14 @@ std::string encode_utf8(const std::u32string &text);
 
 // Python's str.isspace() for one code point.
 bool is_space(char32_t c);
+
+// Positions just after each sentence end (after its trailing whitespace), in order.
+std::vector<size_t> sentence_ends(const std::u32string &text);
+
+// Where to cut a sentence too long for `window` (its first max_chars code points): after its
+// last clause boundary, else after its last space, else at the window's end; never at or
+// before `earliest`.
+size_t cut_point(const std::u32string &window, size_t earliest);
 
 // Whole sentences packed into pieces of at most max_chars code points, in order; joined they
 // give back the text.

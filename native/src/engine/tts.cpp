@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/common_internal.h"
+#include "engine/joiner.h"
 #include "engine/model_files.h"
 #include "engine/rules.h"
 #include "engine/text_split.h"
@@ -37,8 +38,6 @@ namespace {
 const int N_CODEBOOKS = 16;
 const size_t PIECE_CHARS = 300;        // pieces of long text, in code points
 const size_t MAX_TEXT_CHARS = 100000;  // one request's text, in code points (kazetts.request.MAX_TEXT_CHARS)
-const size_t CROSSFADE_SAMPLES = 240;  // 10 ms at 24 kHz between pieces
-const int BUDGET_BASE = 24, BUDGET_PER_TOKEN = 8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -50,40 +49,6 @@ std::string str(const char *s) { return s ? s : ""; }
 struct Piece {
     kz::Prompt prompt;
     int budget;
-};
-
-// The pieces' audio in order, each piece's last samples crossfaded into the next (the
-// Python engine's _Joiner, with the same float32 arithmetic).
-class Joiner {
-  public:
-    std::vector<float> push(std::vector<float> audio, bool last_piece) {
-        if (has_tail_ && !audio.empty()) {
-            const size_t n = std::min(tail_.size(), audio.size());
-            const double step = 1.0 / double(n);
-            for (size_t i = 0; i < n; ++i) {
-                const float ramp = float(double(i) * step);
-                audio[i] = tail_[i] * (1.0f - ramp) + audio[i] * ramp;
-            }
-            has_tail_ = false;
-        }
-        if (last_piece) return audio;
-        held_.insert(held_.end(), audio.begin(), audio.end());
-        const size_t keep = std::min(CROSSFADE_SAMPLES, held_.size());
-        std::vector<float> out(held_.begin(), held_.end() - long(keep));
-        held_.erase(held_.begin(), held_.end() - long(keep));
-        return out;
-    }
-    void end_piece() {
-        if (!held_.empty()) {
-            tail_.swap(held_);
-            held_.clear();
-            has_tail_ = true;
-        }
-    }
-
-  private:
-    std::vector<float> held_, tail_;
-    bool has_tail_ = false;
 };
 
 // One codec push: the frames' codes in, their audio (or the codec's error) out.
@@ -282,14 +247,11 @@ std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r
         if (blank(piece)) continue;
         const std::vector<int32_t> ids = talker->tokenize(kz::chat_text(kz::encode_utf8(piece)));
         kz::Prompt prompt = kz::build_prompt(*file, file->voices(), ids, pr);
-        int budget = r.max_frames > 0 ? r.max_frames : BUDGET_BASE + BUDGET_PER_TOKEN * int(ids.size());
-        const int room = talker->n_ctx() - int(prompt.n_prefill());
-        if (budget > room) {
-            budget = room;
-            if (budget < 1)
-                throw Error(KZ_ERR_INVALID_ARGUMENT,
-                            "text too long for the talker context of " + std::to_string(talker->n_ctx()));
-        }
+        const int budget =
+            kz::frame_budget(int64_t(ids.size()), r.max_frames, int64_t(prompt.n_prefill()), talker->n_ctx());
+        if (budget < 1)
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "text too long for the talker context of " + std::to_string(talker->n_ctx()));
         pieces.push_back({std::move(prompt), budget});
     }
     return pieces;
@@ -307,7 +269,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
     const int H = talker->hidden_size(), text_vocab = file->text_vocab();
     std::vector<float> input(size_t(H), 0.0f), embedding(size_t(H), 0.0f);
     std::vector<int32_t> rest(N_CODEBOOKS - 1);
-    Joiner joiner;
+    kz::Joiner joiner;
     CodecPipeline codec_pipeline(codec, samples_per_frame, overlap);
     bool stop = false;
 
@@ -332,7 +294,8 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
                 const int n = int(job->codes.size() / N_CODEBOOKS);
                 last_codes.insert(last_codes.end(), job->codes.begin(), job->codes.end());
                 res.n_frames += n;
-                std::vector<float> out = joiner.push(std::move(job->audio), last_piece);
+                std::vector<float> out(job->audio.size());
+                out.resize(joiner.push(job->audio.data(), job->audio.size(), last_piece, out.data()));
                 res.n_samples += int64_t(out.size());
                 if (res.first_audio_ms < 0) res.first_audio_ms = ms_since(start);
                 kz_tts_chunk chunk{out.data(), int32_t(out.size()), job->codes.data(), n, int32_t(index), res.n_frames};

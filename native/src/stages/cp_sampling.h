@@ -1,5 +1,5 @@
-// Code predictor sampling on the host, with the semantics of kazetts/stages/sampling.py
-// (CodePredictorSampler: HF temperature -> top-k keeping ties -> top-p; argmax when greedy).
+// Code predictor sampling on the host: HF temperature -> top-k keeping ties -> top-p; argmax
+// when greedy (its numpy statement: CodePredictorSampler in kazetts/validation/oracles/sampling.py).
 #pragma once
 
 #include <algorithm>

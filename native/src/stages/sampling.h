@@ -1,7 +1,7 @@
-// Talker (codebook 0) sampling with the semantics of kazetts/stages/sampling.py TalkerSampler:
+// Talker (codebook 0) sampling, the one definition both engines run (kz_talker_choose):
 // HF's repetition penalty, min_new_tokens, suppressed control ids, then the warpers and the
-// draw that the code predictor uses too (cp_sampling.h). Pinned to the numpy implementation by
-// tests/test_native_engine.py.
+// draw that the code predictor uses too (cp_sampling.h). Pinned to its numpy statement
+// (kazetts/validation/oracles/sampling.py) by tests/test_native_engine.py.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ struct SamplingConfig {
 };
 
 // What a step with NaN logits says (a damaged model, or a stage that failed): the same words as
-// kazetts/stages/sampling.py's NAN_LOGITS.
+// kazetts/stages/sampling.py's NAN_LOGITS (the Python engine's KazettsError).
 inline constexpr const char *NAN_LOGITS = "the talker's logits hold NaN: the model's weights are damaged";
 
 // One utterance's CB0 sampler: keeps the ids generated so far (HF's input_ids of talker.generate).
