@@ -68,6 +68,8 @@ class TtsRequest(ctypes.Structure):
         ("max_frames", ctypes.c_int32),
         ("chunk_frames", ctypes.c_int32),
         ("min_frames", ctypes.c_int32),
+        ("voice", ctypes.c_void_p),
+        ("xvector_only", ctypes.c_int32),
     ]
 
 

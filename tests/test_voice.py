@@ -440,7 +440,7 @@ def test_kz_voice_save_never_leaves_a_partial_or_clobbered_file(tmp_path):
     import ctypes
 
     from kazetts import native
-    from kazetts.engine.voice import _NativeVoice
+    from kazetts.engine.voice import NativeVoice
 
     lib = native.bind(
         {
@@ -453,7 +453,7 @@ def test_kz_voice_save_never_leaves_a_partial_or_clobbered_file(tmp_path):
     target = tmp_path / "app.voice"
     target.write_bytes(b"an app's older voice")
     err = native.error_buffer()
-    with _NativeVoice.read(_sealed_voice(tmp_path)) as v:
+    with NativeVoice.read(_sealed_voice(tmp_path)) as v:
         assert lib.kz_voice_save(v._handle, str(target).encode(), 0, err, len(err)) == 2
         assert b"exists; it was left as it was" in err.value and target.read_bytes() == b"an app's older voice"
         assert lib.kz_voice_save(v._handle, str(target).encode(), 1, err, len(err)) == 0

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from kazetts import native
+from kazetts.engine.voice import NativeVoice
 from kazetts.request import OPTIONS
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
@@ -128,11 +129,14 @@ def request(
     max_frames: int | None = None,
     chunk_frames: int = 4,
     min_frames: int | None = None,
+    voice=None,
+    x_vector_only: bool | None = None,
     **sampling,
 ) -> tuple[native.TtsRequest, list]:
     """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
     its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*), plus the
-    native engine's own `min_frames` (None: the library's default, the reference's 2); returns
+    native engine's own `min_frames` (None: the library's default, the reference's 2) and a
+    `voice` (a kazetts.Voice, with `x_vector_only` as in TTS.stream); returns
     it with the buffers it points to (keep them alive). The values go to the native checks as
     given: the library refuses bad ones."""
     r = lib().kz_tts_default_request()
@@ -143,6 +147,12 @@ def request(
         keep.append(x)
         r.xvector = native.ptr(x)
         r.xvector_len = x.size
+    if voice is not None:
+        native_voice = NativeVoice.of(voice)
+        keep.append(native_voice)
+        r.voice = native_voice._handle
+    if x_vector_only is not None:
+        r.xvector_only = int(bool(x_vector_only))
     r.text_streaming, r.greedy = int(text_streaming), int(greedy)
     r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
     r.max_frames = 0 if max_frames is None else int(max_frames)

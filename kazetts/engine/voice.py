@@ -88,7 +88,7 @@ class Voice:
         refuses an existing file; `inputs` are files it must never be (the recording, the model)."""
         output = OutputFile(path, replace=replace, inputs=inputs, what="voice file", **hint)
         try:
-            with _NativeVoice.of(self) as native_voice:
+            with NativeVoice.of(self) as native_voice:
                 native_voice.write(output.staging)
             return output.commit()
         finally:
@@ -99,7 +99,7 @@ class Voice:
         hidden size, speaker encoder digest, ref_seconds and ref_silence as float32, ref_text,
         then the x-vector as float32 and the reference codes as int32, little-endian;
         kz_voice_payload_sha256 in libkazetts, docs/voices.md)."""
-        with _NativeVoice.of(self) as native_voice:
+        with NativeVoice.of(self) as native_voice:
             return native_voice.payload_sha256()
 
     @classmethod
@@ -109,7 +109,7 @@ class Voice:
         path = pathlib.Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"voice file not found: {path}")
-        with _NativeVoice.read(path) as native_voice:
+        with NativeVoice.read(path) as native_voice:
             voice, version = native_voice.voice()
         if version == 1:
             warnings.warn(
@@ -153,7 +153,7 @@ _SIGNATURES = {
 }
 
 
-class _NativeVoice(native.NativeHandle):
+class NativeVoice(native.NativeHandle):
     """A kz_voice (kazetts/voice.h): the one reader, writer and seal of voice files."""
 
     _free_name = "kz_voice_free"
@@ -168,7 +168,7 @@ class _NativeVoice(native.NativeHandle):
             raise _error(status, err.value)
 
     @classmethod
-    def of(cls, voice: Voice) -> "_NativeVoice":
+    def of(cls, voice: Voice) -> "NativeVoice":
         x_vector = np.ascontiguousarray(voice.x_vector, dtype=np.float32).reshape(-1)
         codes = None if voice.ref_codes is None else np.ascontiguousarray(voice.ref_codes, dtype=np.int32)
         info = native.bind(_SIGNATURES).kz_voice_default_info()
@@ -185,7 +185,7 @@ class _NativeVoice(native.NativeHandle):
         return cls("kz_voice_new", ctypes.byref(info))
 
     @classmethod
-    def read(cls, path: pathlib.Path) -> "_NativeVoice":
+    def read(cls, path: pathlib.Path) -> "NativeVoice":
         return cls("kz_voice_read", os.fsencode(str(path)))
 
     def voice(self) -> tuple[Voice, int]:

@@ -23,6 +23,7 @@
 #define KAZETTS_TTS_H
 
 #include "kazetts/common.h"
+#include "kazetts/voice.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -103,6 +104,11 @@ typedef struct kz_tts_request {
     int32_t chunk_frames;     /* frames per codec push after a piece's first frame; default 4 */
     int32_t min_frames;       /* end-of-speech banned until a piece has this many frames: 2 (the
                                * reference's min_new_tokens); a piece still ends at its budget */
+    const kz_voice *voice;    /* a cloned voice (Base; kazetts/voice.h), checked against this model;
+                               * excludes speaker and xvector; the caller keeps it alive during the call */
+    int32_t xvector_only;     /* with a voice: -1 (default) ICL when it has a reference text, else
+                               * x-vector cloning; 0 ICL (needs its text and codes); 1 x-vector only.
+                               * ICL decodes each piece after the reference's frames, whose audio is dropped. */
 } kz_tts_request;
 
 KZ_API kz_tts_request kz_tts_default_request(void);

@@ -28,6 +28,8 @@
 #include "engine/text_split.h"
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
+#include "kazetts/speaker_encoder.h"
+#include "kazetts/voice.h"
 #include "stages/prompt.h"
 #include "stages/sampling.h"
 #include "stages/talker.h"
@@ -50,6 +52,19 @@ struct Piece {
     kz::Prompt prompt;
     int budget;
 };
+
+// What a request clones from (kz_tts_request.voice): the x-vector and, for ICL, the reference's
+// transcript ids, the talker input rows of its frames and its codes (which prime the codec).
+struct Clone {
+    std::vector<float> xvector;
+    bool icl = false;
+    std::vector<int32_t> ref_text_ids, ref_codes;
+    std::vector<float> ref_frames;
+};
+
+const char *const NO_REFERENCE_CODES =
+    "this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
+    "does): ICL cloning needs the reference's codec codes; use x_vector_only=True";
 
 // One codec push: the frames' codes in, their audio (or the codec's error) out.
 struct CodecJob {
@@ -179,6 +194,8 @@ struct kz_tts {
     std::atomic<bool> cancelled{false};
     std::atomic<bool> busy{false};
     std::vector<int32_t> last_codes;
+    std::string mmproj_path, speaker_encoder_sha256;  // the digest once a voice asked for it
+    std::vector<int32_t> prime_codes;                 // the request's ICL reference codes (none: not ICL)
 
     ~kz_tts() {
         kz_cp_free(cp);
@@ -186,6 +203,8 @@ struct kz_tts {
     }
 
     std::vector<Piece> plan(const std::string &text, const kz_tts_request &r);
+    Clone clone(const kz_tts_request &r);
+    void prime_codec();
     void run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
              kz_tts_result &res);
 };
@@ -239,22 +258,93 @@ std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r
     pr.language = r.language && *r.language ? r.language : "auto";
     pr.speaker = str(r.speaker);
     pr.instruct_ids = instruct.empty() ? nullptr : &instruct_ids;
-    pr.xvector = r.xvector;
-    pr.xvector_len = r.xvector_len;
+    const Clone c = clone(r);
+    pr.xvector = r.voice ? c.xvector.data() : r.xvector;
+    pr.xvector_len = r.voice ? int(c.xvector.size()) : r.xvector_len;
     pr.text_streaming = r.text_streaming != 0;
+    kz::IclReference ref;
+    ref.text_ids = &c.ref_text_ids, ref.frames = c.ref_frames.data();
+    ref.n_frames = int(c.ref_codes.size() / N_CODEBOOKS), ref.frame_width = talker->hidden_size();
     std::vector<Piece> pieces;
     for (const std::u32string &piece : kz::split_text(chars, PIECE_CHARS)) {
         if (blank(piece)) continue;
         const std::vector<int32_t> ids = talker->tokenize(kz::chat_text(kz::encode_utf8(piece)));
-        kz::Prompt prompt = kz::build_prompt(*file, file->voices(), ids, pr);
+        kz::Prompt prompt = c.icl ? kz::build_icl_prompt(*file, file->voices(), ids, ref, pr)
+                                  : kz::build_prompt(*file, file->voices(), ids, pr);
         const int budget =
             kz::frame_budget(int64_t(ids.size()), r.max_frames, int64_t(prompt.n_prefill()), talker->n_ctx());
+        if (budget < 1 && c.icl) {
+            char seconds[32];
+            std::snprintf(seconds, sizeof seconds, "%.1f", ref.n_frames * 0.08);
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "the voice's reference is " + std::to_string(ref.n_frames) + " frames (" + seconds +
+                            " s): with its text and this text it leaves no room in the talker context of " +
+                            std::to_string(talker->n_ctx()) + "; enroll a shorter reference (3-10 s)");
+        }
         if (budget < 1)
             throw Error(KZ_ERR_INVALID_ARGUMENT,
                         "text too long for the talker context of " + std::to_string(talker->n_ctx()));
         pieces.push_back({std::move(prompt), budget});
     }
+    prime_codes = c.icl ? c.ref_codes : std::vector<int32_t>();
     return pieces;
+}
+
+// The voice rules of kazetts.TTS._clone, in its order and words.
+Clone kz_tts::clone(const kz_tts_request &r) {
+    auto bad = [](const std::string &m) { throw Error(KZ_ERR_INVALID_ARGUMENT, m); };
+    if (r.xvector_only < -1 || r.xvector_only > 1) bad("xvector_only must be -1 (auto), 0 or 1");
+    Clone c;
+    if (!r.voice) {
+        if (r.xvector_only >= 0) bad("x_vector_only needs a voice= or ref_audio= to clone");
+        return c;
+    }
+    if (r.xvector || (r.speaker && *r.speaker)) {
+        bad("a cloned voice replaces speaker= and speaker_embedding=: give only one of them");
+    }
+    const kz::VoiceTable &voices = file->voices();
+    if (voices.model_type != "base") {
+        bad("voice cloning needs a Base model; this is a " + voices.model_type +
+            " model (it speaks with speaker= or instruct=)");
+    }
+    kz_voice_info v = kz_voice_default_info();
+    if (kz_voice_get(r.voice, &v) != KZ_OK) bad("the voice is not a kz_voice of this library");
+    if (speaker_encoder_sha256.empty()) {
+        char sha[65], err[1024];
+        const int s = kz_speaker_encoder_fingerprint(mmproj_path.c_str(), sha, sizeof sha, err, sizeof err);
+        if (s != KZ_OK) throw Error(s, err);
+        speaker_encoder_sha256 = sha;
+    }
+    char err[1024];
+    if (kz_voice_check_model(v.model_type, v.hidden_size, v.speaker_encoder_sha256, voices.model_type.c_str(),
+                             file->hidden(), speaker_encoder_sha256.c_str(), "this voice", err, sizeof err) != KZ_OK) {
+        bad(err);
+    }
+    c.xvector.assign(v.xvector, v.xvector + v.hidden_size);
+    const bool has_text = v.ref_text && *v.ref_text;
+    c.icl = r.xvector_only == 0 || (r.xvector_only < 0 && has_text);
+    if (!c.icl) return c;
+    if (!has_text) bad("ICL cloning (x_vector_only=False) needs ref_text, the words said in the reference");
+    if (!v.ref_codes) bad(NO_REFERENCE_CODES);
+    c.ref_text_ids = talker->tokenize(kz::ref_chat_text(v.ref_text));
+    c.ref_codes.assign(v.ref_codes, v.ref_codes + size_t(v.ref_frames) * N_CODEBOOKS);
+    c.ref_frames.resize(size_t(v.ref_frames) * size_t(talker->hidden_size()));
+    for (int32_t f = 0; f < v.ref_frames; ++f) {
+        const int s = kz_cp_embed_codes(cp, &c.ref_codes[size_t(f) * N_CODEBOOKS],
+                                        &c.ref_frames[size_t(f) * size_t(talker->hidden_size())]);
+        if (s != KZ_OK) throw Error(s, kz_cp_last_error(cp));
+    }
+    return c;
+}
+
+// ICL: the reference's frames streamed into the reset codec, their audio dropped, so that the
+// piece's frames decode with the reference as left context (kazetts.engine.tts.prime_codec).
+void kz_tts::prime_codec() {
+    const int n = int(prime_codes.size() / N_CODEBOOKS);
+    std::vector<float> dropped(size_t(n) * size_t(samples_per_frame));
+    const int s =
+        kz_codec_stream_push(codec, prime_codes.data(), n, N_CODEBOOKS, dropped.data(), dropped.size(), nullptr);
+    if (s != KZ_OK) throw Error(s, kz_codec_last_error(codec));
 }
 
 void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
@@ -280,6 +370,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         int want = 1;                        // a piece's first frame alone, then chunk_frames
         int status = kz_codec_reset(codec);  // the pipeline is idle between pieces
         if (status != KZ_OK) throw Error(status, kz_codec_last_error(codec));
+        if (!prime_codes.empty()) prime_codec();
         talker->reset(int(piece.prompt.n_prefill()) + piece.budget);
         sampler.reset();
 
@@ -376,6 +467,7 @@ KZ_API kz_tts_request kz_tts_default_request(void) {
     r.seed = -1;
     r.chunk_frames = 4;
     r.min_frames = kz::SamplingConfig{}.min_new_tokens;
+    r.xvector_only = -1;
     return r;
 }
 
@@ -422,6 +514,7 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                 throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +
                                                " (code predictor width or codec vocabulary differ)");
             }
+            tts->mmproj_path = mmproj_path;
             tts->sample_rate = kz_codec_sample_rate(tts->codec);
             tts->samples_per_frame = kz_codec_samples_per_frame(tts->codec);
             const kz::VoiceTable &v = tts->file->voices();

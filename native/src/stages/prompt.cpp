@@ -241,6 +241,8 @@ std::string chat_text(const std::string &text) {
     return "<|im_start|>assistant\n" + text + "<|im_end|>\n<|im_start|>assistant\n";
 }
 
+std::string ref_chat_text(const std::string &ref_text) { return "<|im_start|>assistant\n" + ref_text + "<|im_end|>\n"; }
+
 std::string instruct_text(const std::string &instruct) { return "<|im_start|>user\n" + instruct + "<|im_end|>\n"; }
 
 }  // namespace kz

@@ -111,5 +111,7 @@ Prompt build_icl_prompt(const EmbeddingRows &rows, const VoiceTable &voices, con
 
 std::string chat_text(const std::string &text);
 std::string instruct_text(const std::string &instruct);
+// The assistant turn the reference tokenizes around an ICL reference's transcript.
+std::string ref_chat_text(const std::string &ref_text);
 
 }  // namespace kz

@@ -1,0 +1,119 @@
+"""Voices in the native engine (kz_tts_request.voice, kazetts/tts.h): x-vector and ICL cloning
+from a kazetts.Voice, against the reference's generate_voice_clone goldens and against the Python
+engine (same codes and samples for one seed), and the requests both engines refuse in the same
+words."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from conftest import DUMPS
+from kazetts import native
+from kazetts.engine.native_tts import NativeTTS
+from kazetts.engine.tts import TTS
+from kazetts.engine.voice import Voice
+from kazetts.validation import goldens
+
+ICL_CASES = [c.name for c in goldens.CLONE_CASES if c.preset == "tiny"]
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_gguf):
+    """(Python TTS, NativeTTS) of the tiny Base model (F32, with its codec encoder)."""
+    talker, mmproj = tiny_gguf("tiny", "base", "f32")
+    return (
+        TTS(talker, mmproj, threads=2, codec_weights="f32"),
+        NativeTTS(talker, mmproj, threads=2, codec_weights="f32"),
+    )
+
+
+@pytest.fixture(scope="module")
+def icl_voice(engines):
+    python, _ = engines
+    recording = goldens.RECORDINGS["en_16k"]  # a 16 kHz recording: resampled to 24 kHz on enrolment
+    return python.enroll(goldens.recording_path(DUMPS, "en_16k"), ref_text=recording.text)
+
+
+@pytest.mark.parametrize("name", ICL_CASES)
+def test_native_icl_from_a_voice_matches_generate_voice_clone(name, engines):
+    manifest, a = goldens.load_case(DUMPS / goldens.CLONE_DIR / name)
+    case = manifest["case"]
+    python, nat = engines
+    voice = Voice(a["xvector"], python.model_fingerprint, ref_text=case["ref_text"], ref_codes=a["ref_codes"])
+    request = dict(
+        voice=voice,
+        language=case["language"],
+        text_streaming=not case["non_streaming"],
+        greedy=True,
+        max_frames=case["max_new_tokens"] - 1,
+    )
+    result = nat.synthesize(case["text"], **request)
+    assert np.array_equal(result.codes, a["codes"]), f"{name}: ICL codes differ from generate_voice_clone's"
+    want = python.synthesize(case["text"], **request)
+    assert np.array_equal(result.audio, want.audio), "the reference part is cut, the rest decoded alike"
+
+
+@pytest.mark.parametrize("x_vector_only", [None, True])
+@pytest.mark.parametrize("seed", [3, 11])
+def test_both_engines_clone_alike_for_one_seed(engines, icl_voice, seed, x_vector_only):
+    python, nat = engines
+    text = "Bonjour ! Le 14 juillet 1789, à Paris. Une deuxième phrase."
+    options = dict(voice=icl_voice, language="french", seed=seed, max_frames=8, x_vector_only=x_vector_only)
+    want, got = python.synthesize(text, **options), nat.synthesize(text, **options)
+    assert want.codes.shape[0] >= 1 and np.array_equal(want.codes, got.codes)
+    assert np.array_equal(want.audio, got.audio)
+
+
+def test_icl_and_x_vector_cloning_differ(engines, icl_voice):
+    _, nat = engines
+    icl = nat.synthesize("Hello there.", voice=icl_voice, greedy=True, max_frames=6)
+    xvec = nat.synthesize("Hello there.", voice=icl_voice, greedy=True, max_frames=6, x_vector_only=True)
+    assert not np.array_equal(icl.codes, xvec.codes), "the voice's reference reached the ICL prompt"
+
+
+@pytest.mark.parametrize(
+    "change, options, message",
+    [
+        (None, {"speaker": "vivian"}, "a cloned voice replaces speaker= and speaker_embedding=: give only one of them"),
+        (
+            None,
+            {"speaker_embedding": np.ones(64, np.float32)},
+            "a cloned voice replaces speaker= and speaker_embedding=",
+        ),
+        (None, {"instruct": "calm"}, "ICL voice cloning takes neither a speaker name nor an instruct"),
+        ("text", {"x_vector_only": False}, "ICL cloning (x_vector_only=False) needs ref_text"),
+        ("codes", {"x_vector_only": False}, "this mmproj has no codec encoder"),
+        ("model", {}, "this voice was made for a base model of hidden size 32, this is a base model of hidden size 64"),
+        ("encoder", {}, "this voice was made for another speaker encoder (ffffffffffff"),
+    ],
+)
+def test_both_engines_refuse_the_same_cloning_requests(engines, icl_voice, change, options, message):
+    from dataclasses import replace
+
+    from kazetts.engine.voice import ModelFingerprint
+
+    python, nat = engines
+    model = python.model_fingerprint
+    voice = {
+        None: icl_voice,
+        "text": replace(icl_voice, ref_text=None),
+        "codes": replace(icl_voice, ref_codes=None),
+        "model": replace(icl_voice, x_vector=icl_voice.x_vector[:32], model=ModelFingerprint("base", 32, "0" * 64)),
+        "encoder": replace(icl_voice, model=replace(model, speaker_encoder_sha256="f" * 64)),
+    }[change]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        python.synthesize("Hi.", voice=voice, max_frames=2, **options)
+    with pytest.raises(native.NativeError, match="invalid argument: " + re.escape(message)):
+        nat.synthesize("Hi.", voice=voice, max_frames=2, **options)
+
+
+def test_a_voice_needs_a_base_model(tiny_gguf, icl_voice):
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    message = "voice cloning needs a Base model; this is a custom_voice model"
+    with pytest.raises(native.NativeError, match=re.escape(message)):
+        NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", voice=icl_voice, max_frames=2)
+    with pytest.raises(native.NativeError, match="x_vector_only needs a voice"):
+        NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", speaker="vivian", x_vector_only=True, max_frames=2)
