@@ -70,6 +70,7 @@ class TtsRequest(ctypes.Structure):
         ("min_frames", ctypes.c_int32),
         ("voice", ctypes.c_void_p),
         ("xvector_only", ctypes.c_int32),
+        ("speed", ctypes.c_float),
     ]
 
 

@@ -117,3 +117,37 @@ def test_a_voice_needs_a_base_model(tiny_gguf, icl_voice):
         NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", voice=icl_voice, max_frames=2)
     with pytest.raises(native.NativeError, match="x_vector_only needs a voice"):
         NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", speaker="vivian", x_vector_only=True, max_frames=2)
+
+
+# -- speed (kz_tts_request.speed: the WSOLA stream of rules.h, as TTS.stream's) --------------------
+
+
+@pytest.mark.parametrize("speed", [0.7, 1.6])
+def test_both_engines_stretch_alike(tiny_gguf, speed):
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    options = dict(speaker="vivian", language="french", seed=3, max_frames=12, speed=speed)
+    text = "Bonjour ! Une phrase. Et encore une autre phrase, un peu plus longue."
+    want = TTS(talker, mmproj, threads=2, codec_weights="f32").synthesize(text, **options)
+    nat = NativeTTS(talker, mmproj, threads=2, codec_weights="f32")
+    frames = []
+    got = nat.synthesize(text, on_chunk=lambda audio, codes, total: frames.append(codes) or True, **options)
+    assert np.array_equal(want.audio, got.audio) and np.array_equal(want.codes, got.codes)
+    assert np.array_equal(np.concatenate(frames), got.codes), "every frame's codes reach the callback once"
+    plain = nat.synthesize(text, **{**options, "speed": 1.0})
+    assert np.array_equal(plain.codes, got.codes) and abs(len(got.audio) - len(plain.audio) / speed) <= 2
+
+
+@pytest.mark.parametrize("speed", [0.2, 4.5, float("nan")])
+def test_both_engines_refuse_the_same_speeds(tiny_gguf, speed):
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    with pytest.raises(ValueError, match=r"speed must be within 0\.25\.\.4\.0"):
+        TTS(talker, mmproj, threads=2).synthesize("Hi.", speaker="vivian", speed=speed)
+    with pytest.raises(native.NativeError, match=r"invalid argument: speed must be within 0\.25\.\.4\.0"):
+        NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", speaker="vivian", speed=speed)
+
+
+def test_the_speed_range_is_one_range():
+    from kazetts.request import MAX_SPEED, MIN_SPEED
+
+    text = (DUMPS.parent / "native" / "include" / "kazetts" / "tts.h").read_text()
+    assert f"#define KZ_MIN_SPEED {MIN_SPEED}f" in text and f"#define KZ_MAX_SPEED {MAX_SPEED}f" in text

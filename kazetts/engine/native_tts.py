@@ -131,6 +131,7 @@ def request(
     min_frames: int | None = None,
     voice=None,
     x_vector_only: bool | None = None,
+    speed: float = 1.0,
     **sampling,
 ) -> tuple[native.TtsRequest, list]:
     """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
@@ -153,6 +154,7 @@ def request(
         r.voice = native_voice._handle
     if x_vector_only is not None:
         r.xvector_only = int(bool(x_vector_only))
+    r.speed = speed
     r.text_streaming, r.greedy = int(text_streaming), int(greedy)
     r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
     r.max_frames = 0 if max_frames is None else int(max_frames)

@@ -109,7 +109,15 @@ typedef struct kz_tts_request {
     int32_t xvector_only;     /* with a voice: -1 (default) ICL when it has a reference text, else
                                * x-vector cloning; 0 ICL (needs its text and codes); 1 x-vector only.
                                * ICL decodes each piece after the reference's frames, whose audio is dropped. */
+    float speed;              /* the speaking rate, KZ_MIN_SPEED..KZ_MAX_SPEED (1: as the model says it): the
+                               * audio time-stretched, pitch kept (WSOLA, kz_stretch_* in rules.h, as the
+                               * Python engine's); the codes are those of speed 1. A chunk whose stretched
+                               * audio is not ready yet is held back (its codes come with the next one) and
+                               * the stream's rest comes in a last chunk of no frames. */
 } kz_tts_request;
+
+#define KZ_MIN_SPEED 0.25f
+#define KZ_MAX_SPEED 4.0f
 
 KZ_API kz_tts_request kz_tts_default_request(void);
 

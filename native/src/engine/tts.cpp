@@ -26,6 +26,7 @@
 #include "engine/model_files.h"
 #include "engine/rules.h"
 #include "engine/text_split.h"
+#include "engine/time_stretch.h"
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
 #include "kazetts/speaker_encoder.h"
@@ -219,6 +220,11 @@ void check_request(const kz_tts_request &r) {
     if (r.max_frames < 0)
         bad("max_frames must be >= 0 (0: a budget from the text), got " + std::to_string(r.max_frames));
     if (r.min_frames < 0) bad("min_frames must be >= 0, got " + std::to_string(r.min_frames));
+    if (!(r.speed >= KZ_MIN_SPEED && r.speed <= KZ_MAX_SPEED)) {  // (NaN fails too)
+        char shown[64];
+        std::snprintf(shown, sizeof shown, "%g", double(r.speed));
+        bad(std::string("speed must be within 0.25..4.0, got ") + shown);
+    }
     if (r.xvector_len < 0 || (r.xvector_len > 0) != (r.xvector != nullptr)) bad("xvector and xvector_len disagree");
     // the ranges of kazetts.request's checks, greedy or not (a bad value is a bad request)
     auto positive = [](float v) { return v > 0.0f && std::isfinite(v); };
@@ -362,6 +368,27 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
     kz::Joiner joiner;
     CodecPipeline codec_pipeline(codec, samples_per_frame, overlap);
     bool stop = false;
+    std::unique_ptr<kz::TimeStretch> stretch;
+    if (r.speed != 1.0f) stretch = std::make_unique<kz::TimeStretch>(sample_rate, double(r.speed));
+    std::vector<int32_t> held_codes;  // codes of chunks whose stretched audio is not ready yet
+
+    // One chunk to the callback (stretched at the request's speed); false: stop.
+    auto emit = [&](std::vector<float> &audio, const int32_t *codes, int n_frames, int piece) {
+        if (stretch) {
+            std::vector<float> stretched;
+            stretch->push(audio.data(), audio.size(), stretched);
+            held_codes.insert(held_codes.end(), codes, codes + size_t(n_frames) * N_CODEBOOKS);
+            if (stretched.empty()) return true;
+            audio.swap(stretched);
+            codes = held_codes.data(), n_frames = int(held_codes.size() / N_CODEBOOKS);
+        }
+        res.n_samples += int64_t(audio.size());
+        if (res.first_audio_ms < 0) res.first_audio_ms = ms_since(start);
+        kz_tts_chunk chunk{audio.data(), int32_t(audio.size()), codes, n_frames, int32_t(piece), res.n_frames};
+        const bool go_on = cb == nullptr || cb(&chunk, user) != 0;
+        held_codes.clear();
+        return go_on;
+    };
 
     for (size_t index = 0; index < pieces.size() && !stop; ++index) {
         const Piece &piece = pieces[index];
@@ -378,7 +405,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         // `drain`, and for the request's first (the first audio comes as early as serial).
         // false = stop (cancelled or the callback said so): nothing after it is delivered.
         auto deliver = [&](bool drain) {
-            while (std::unique_ptr<CodecJob> job = codec_pipeline.pop(drain || res.first_audio_ms < 0)) {
+            while (std::unique_ptr<CodecJob> job = codec_pipeline.pop(drain || res.n_frames == 0)) {
                 if (job->status != KZ_OK) throw Error(job->status, job->error);
                 if (cancelled.load()) return false;
                 res.codec_ms += job->ms;
@@ -387,10 +414,7 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
                 res.n_frames += n;
                 std::vector<float> out(job->audio.size());
                 out.resize(joiner.push(job->audio.data(), job->audio.size(), last_piece, out.data()));
-                res.n_samples += int64_t(out.size());
-                if (res.first_audio_ms < 0) res.first_audio_ms = ms_since(start);
-                kz_tts_chunk chunk{out.data(), int32_t(out.size()), job->codes.data(), n, int32_t(index), res.n_frames};
-                if (cb != nullptr && cb(&chunk, user) == 0) return false;
+                if (!emit(out, job->codes.data(), n, int(index))) return false;
             }
             return true;
         };
@@ -432,6 +456,16 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         ++res.n_pieces;
         if (!stop && !at_eos) ++res.pieces_at_budget;
     }
+    if (stretch && !stop) {  // the stream's rest
+        std::vector<float> rest;
+        stretch->finish(rest);
+        if (!rest.empty()) {
+            stretch.reset();
+            if (!emit(rest, held_codes.data(), int(held_codes.size() / N_CODEBOOKS), int(pieces.size()) - 1)) {
+                stop = true;
+            }
+        }
+    }
     res.stop_reason = stop ? KZ_TTS_STOP_CANCELLED : res.pieces_at_budget ? KZ_TTS_STOP_BUDGET : KZ_TTS_STOP_EOS;
     res.total_ms = ms_since(start);
 }
@@ -468,6 +502,7 @@ KZ_API kz_tts_request kz_tts_default_request(void) {
     r.chunk_frames = 4;
     r.min_frames = kz::SamplingConfig{}.min_new_tokens;
     r.xvector_only = -1;
+    r.speed = 1.0f;
     return r;
 }
 
