@@ -4,8 +4,11 @@ What an app gets through the C ABI or the JNI bridge, bound with ctypes so the t
 against the Python engine (`kazetts.TTS`): same request and seed, same codes and samples.
 
     tts = NativeTTS(talker, mmproj, threads=2)
-    r = tts.synthesize("Bonjour !", speaker="vivian", language="french", seed=3)
+    r = tts.synthesize("Bonjour !", speaker="vivian", language="french", seed=3)  # or a kazetts.Request
     r.audio, r.codes, r.stop_reason, r.timings
+
+kazetts.Request's fields are kz_tts_request's, under the same names; `c_request` builds the one
+from the other.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from kazetts import native
-from kazetts.request import OPTIONS
+from kazetts.request import MAX_SEED, Request, request_fields
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")
@@ -39,7 +42,7 @@ class Params(ctypes.Structure):
     ]
 
 
-class Request(ctypes.Structure):
+class CRequest(ctypes.Structure):  # kz_tts_request
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
         ("speaker", ctypes.c_char_p),
@@ -96,7 +99,7 @@ _c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _P = ctypes.c_void_p
 _SIGNATURES = {
     "kz_tts_default_params": (Params, None),
-    "kz_tts_default_request": (Request, None),
+    "kz_tts_default_request": (CRequest, None),
     "kz_tts_auto_codec_threads": (ctypes.c_int32, [ctypes.c_int32]),
     "kz_tts_load": (
         ctypes.c_int,
@@ -115,7 +118,7 @@ _SIGNATURES = {
     "kz_tts_sample_rate": (ctypes.c_int, [_P]),
     "kz_tts_synthesize": (
         ctypes.c_int,
-        [_P, ctypes.c_char_p, ctypes.POINTER(Request), CHUNK_CALLBACK, _P, ctypes.POINTER(NativeResult)],
+        [_P, ctypes.c_char_p, ctypes.POINTER(CRequest), CHUNK_CALLBACK, _P, ctypes.POINTER(NativeResult)],
     ),
     "kz_tts_cancel": (None, [_P]),
     "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
@@ -128,7 +131,7 @@ _SIGNATURES = {
             ctypes.c_int32,
             _c_int32_p,
             ctypes.c_int32,
-            ctypes.POINTER(Request),
+            ctypes.POINTER(CRequest),
             ctypes.POINTER(ctypes.c_uint64),
         ],
     ),
@@ -150,47 +153,34 @@ def _utf8(s: str | None) -> bytes | None:
     return s.encode("utf-8") if s else None
 
 
-# the Python engine's sampling keywords (kazetts.request.Sampling) -> kz_tts_request fields
-SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
-
-
-def request(
-    speaker: str | None = None,
-    language: str = "auto",
-    instruct: str | None = None,
-    speaker_embedding: np.ndarray | None = None,
-    text_streaming: bool = True,
-    greedy: bool = False,
-    seed: int | None = None,
-    max_frames: int | None = None,
-    chunk_frames: int = 4,
-    min_frames: int | None = None,
-    **sampling,
-) -> tuple[Request, list]:
-    """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
-    its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*), plus the
-    native engine's own `min_frames` (None: the library's default, the reference's 2); returns
-    it with the buffers it points to (keep them alive). The values go to the native checks as
-    given: the library refuses bad ones."""
+def c_request(**fields) -> tuple[CRequest, list]:
+    """A kz_tts_request from kazetts.Request fields (the same names), kz_tts_default_request's
+    for those not given; returns it with the buffers it points to (keep them alive). The values go
+    to the native checks as given: the library refuses bad ones. The Python engine's own fields
+    (voice cloning, speed) are a ValueError: the native engine has none of them."""
     r = lib().kz_tts_default_request()
     keep: list = []
-    r.speaker, r.language, r.instruct = _utf8(speaker), _utf8(language), _utf8(instruct)
-    if speaker_embedding is not None:
-        x = np.ascontiguousarray(speaker_embedding, dtype=np.float32).reshape(-1)
-        keep.append(x)
-        r.xvector = native.ptr(x)
-        r.xvector_len = x.size
-    r.text_streaming, r.greedy = int(text_streaming), int(greedy)
-    r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
-    r.max_frames = 0 if max_frames is None else int(max_frames)
-    r.chunk_frames = int(chunk_frames)
-    if min_frames is not None:
-        r.min_frames = int(min_frames)
-    for name, value in sampling.items():
-        if name not in SAMPLING_FIELDS:
-            raise TypeError(f"unknown request option {name!r}; the sampling options are {', '.join(SAMPLING_FIELDS)}")
-        setattr(r, SAMPLING_FIELDS[name], value)
+    for name, value in fields.items():
+        if name in ("speaker", "language", "instruct"):
+            setattr(r, name, _utf8(value))
+        elif name == "xvector":
+            if value is not None:
+                x = np.ascontiguousarray(value, dtype=np.float32).reshape(-1)
+                keep.append(x)
+                r.xvector, r.xvector_len = native.ptr(x), x.size
+        elif name == "seed":
+            r.seed = -1 if value is None else int(value) & MAX_SEED
+        elif name == "max_frames":
+            r.max_frames = 0 if value is None else int(value)
+        elif name in NATIVE_FIELDS:
+            setattr(r, name, value)
+        else:
+            raise ValueError(f"the native engine takes no {name}: it is the Python engine's (kazetts.TTS)")
     return r, keep
+
+
+# the fields of kazetts.Request the native engine has (kz_tts_request's, under the same names)
+NATIVE_FIELDS = frozenset(name for name, _ in CRequest._fields_) - {"struct_size", "xvector_len"}
 
 
 def split_text(text: str, max_chars: int = 300) -> list[str]:
@@ -258,11 +248,17 @@ class NativeTTS(native.NativeHandle):
         self._lib.kz_tts_cancel(self._handle)
 
     def synthesize(
-        self, text: str, on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None, **options
+        self,
+        text: str,
+        request: Request | None = None,
+        on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None,
+        **options,
     ) -> Synthesis:
         """The whole request; `on_chunk(audio, codes, frames_total)` (optional) sees every chunk
-        and returns False to stop. Options as `kazetts.TTS.stream` (see `request`)."""
-        r, keep = request(**options)
+        and returns False to stop. `request` and the options as `kazetts.TTS.stream`'s (but for
+        the Python engine's own: voice cloning, speed); the options are not checked here but by
+        the library, whose checks the tests hold against the Python ones."""
+        r, keep = c_request(**request_fields(request, options, stacklevel=2))
         audio: list[np.ndarray] = []
         chunks: list[tuple[int, int]] = []
 
