@@ -118,17 +118,21 @@ def test_native_default_request_is_the_python_one():
     kz_tts_default_request is Request() (one definition of the defaults, the reference's)."""
     r, defaults = native_tts.lib().kz_tts_default_request(), Request()
     assert native_tts.NATIVE_FIELDS < FIELDS
-    assert (r.speaker, r.language, r.instruct, bool(r.xvector), r.seed, r.max_frames) == (
+    assert (r.speaker, r.language, r.instruct, bool(r.xvector), r.seed, r.max_frames, r.voice, r.xvector_only) == (
         None,
         None,
         None,
         False,
         -1,
         0,
+        None,
+        -1,
     )
     assert (defaults.speaker, defaults.language, defaults.instruct, defaults.xvector) == (None, "auto", None, None)
-    assert defaults.seed is None and defaults.max_frames is None  # -1 (a random seed) and 0 (a budget) in C
-    for name in native_tts.NATIVE_FIELDS - {"speaker", "language", "instruct", "xvector", "seed", "max_frames"}:
+    # None in Python: -1 (a random seed), 0 (a budget) and -1 (auto) in C; no voice
+    assert defaults.seed is None and defaults.max_frames is None and defaults.xvector_only is None
+    special = {"speaker", "language", "instruct", "xvector", "seed", "max_frames", "voice", "xvector_only"}
+    for name in native_tts.NATIVE_FIELDS - special:
         assert getattr(r, name) == getattr(defaults, name), name
     assert r.min_frames == talker_config(defaults).min_new_tokens == 2  # the reference's min_new_tokens
 
