@@ -1,6 +1,7 @@
 """kazetts: Qwen3-TTS (12 Hz) from GGUF files on Android-class CPUs.
 
-`kazetts.TTS` is the synthesis engine (see kazetts.engine.tts); it is imported on first use so that
+`kazetts.TTS` is the synthesis engine (see kazetts.engine.tts), `kazetts.Request` what one request
+asks of it (kazetts.request); they are imported on first use so that
 `import kazetts` stays cheap for the converter and the tools.
 """
 
@@ -11,7 +12,11 @@ from kazetts.errors import BusyError, KazettsError, ModelFileError  # noqa: F401
 
 
 def __getattr__(name):
-    if name in ("TTS", "Result", "AudioChunk"):
+    if name == "Request":
+        from kazetts.request import Request
+
+        return Request
+    if name in ("TTS", "Result", "AudioChunk", "Stream"):
         from kazetts.engine import tts
 
         return getattr(tts, name)

@@ -16,6 +16,7 @@ CB1..15 picks equal to them (a process of its own, so the timed one's peak RSS i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
@@ -26,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_common import peak_rss_mb  # noqa: E402
+from kazetts.request import Request  # noqa: E402
 
 if TYPE_CHECKING:
     from kazetts.engine.tts import TTS
@@ -66,37 +68,26 @@ class ForcedFrames:
         return want, np.asarray(self.code_predictor.embed_codes(want), dtype=np.float32)
 
 
-def forced_agreement(tts: TTS, text: str, options: dict, codes: np.ndarray) -> dict:
+def forced_agreement(tts: TTS, text: str, request: Request, codes: np.ndarray) -> dict:
     """The request's greedy picks teacher-forced on `codes` [frames, 16] (ForcedFrames): the
     shares of CB0 and of CB1..15 equal to them (frames not reached, after an end-of-speech,
     count as different). `text` must be one piece (the benchmark's is)."""
     from kazetts.engine.talker_loop import run_talker
-    from kazetts.request import Sampling
     from kazetts.stages.sampling import TalkerSampler, talker_config
 
-    pieces = tts._prompts(
-        text,
-        options.get("speaker"),
-        options["language"],
-        None,
-        options.get("speaker_embedding"),
-        options["text_streaming"],
-        len(codes),
-    )
+    pieces = tts._prompts(text, dataclasses.replace(request, max_frames=len(codes)), request.xvector)
     if len(pieces) != 1:
         raise ValueError(f"the teacher-forced run takes a one-piece text, not {len(pieces)} pieces")
     prompt = pieces[0][0]
-    sampler = TalkerSampler.for_talker(
-        tts.talker.file.codec_vocab_size, tts.voices.codec_eos, talker_config(Sampling(greedy=True))
-    )
+    sampler = TalkerSampler.for_talker(tts.talker.file.codec_vocab_size, tts.voices.codec_eos, talker_config(request))
     forced = ForcedFrames(tts.code_predictor, codes, sampler)
     run_talker(tts.talker, prompt, sampler, forced, len(codes))
     return {"forced_cb0_equal": forced.cb0_equal / len(codes), "forced_cp_equal": forced.cp_equal / (15 * len(codes))}
 
 
-def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
-    """A kazetts worker's command line (scripts/bench.py's run_engine) and the request options
-    every kazetts engine gets: greedy, the x-vector (Base) or named (CustomVoice) speaker, the
+def worker_arguments(doc: str) -> tuple[argparse.Namespace, Request]:
+    """A kazetts worker's command line (scripts/bench.py's run_engine) and the request every
+    kazetts engine gets: greedy, the x-vector (Base) or named (CustomVoice) speaker, the
     non-streaming text prompt unless --text-streaming."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("talker")
@@ -128,8 +119,8 @@ def worker_arguments(doc: str) -> tuple[argparse.Namespace, dict]:
         help="kazetts engine: .npy codes [frames, 16] of another run to teacher-force the request on",
     )
     a = ap.parse_args()
-    voice = dict(speaker=a.speaker) if a.speaker else dict(speaker_embedding=np.load(a.xvector))
-    return a, dict(
+    voice = dict(speaker=a.speaker) if a.speaker else dict(xvector=np.load(a.xvector))
+    return a, Request(
         language=a.language, text_streaming=a.text_streaming, greedy=True, chunk_frames=a.chunk_frames, **voice
     )
 
@@ -143,24 +134,26 @@ def save_codes(path: pathlib.Path | None, codes) -> None:
 def main() -> None:
     from kazetts.engine.tts import TTS  # here: scripts/bench_native.py shares this module without it
 
-    a, options = worker_arguments(__doc__)
+    a, request = worker_arguments(__doc__)
     start = time.perf_counter()
     tts = TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec, codec_threads=a.codec_threads)
     forbid_eos(tts)
     if a.forced_codes:
-        print(json.dumps(forced_agreement(tts, a.text, options, np.load(a.forced_codes)[: a.frames])))
+        print(json.dumps(forced_agreement(tts, a.text, request, np.load(a.forced_codes)[: a.frames])))
         return
-    for _ in tts.stream(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options):
+    for _ in tts.stream(WARMUP_TEXT, request, max_frames=WARMUP_FRAMES):
         pass
     load, load_rss = time.perf_counter() - start, peak_rss_mb()
-    timings: dict = {}
     codes: list = []
     samples, first_audio, start = 0, None, time.perf_counter()
-    for chunk in tts.stream(a.text, max_frames=a.frames, timings=timings, codes_out=codes, **options):
+    stream = tts.stream(a.text, request, max_frames=a.frames)
+    for chunk in stream:
         first_audio = first_audio or time.perf_counter() - start
         samples += len(chunk.audio)
-    request = time.perf_counter() - start
-    save_codes(a.codes_out, codes)
+        codes.append(chunk.codes)
+    wall = time.perf_counter() - start
+    timings = stream.timings
+    save_codes(a.codes_out, np.concatenate(codes))
     print(
         json.dumps(
             {
@@ -173,7 +166,7 @@ def main() -> None:
                 "code_predictor_s": timings["code_predictor"],
                 "codec_s": timings["codec"],
                 "first_audio_s": first_audio,
-                "request_s": request,
+                "request_s": wall,
             }
         )
     )

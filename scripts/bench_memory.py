@@ -72,7 +72,7 @@ class Budget:
         return "\n".join(lines)
 
 
-def python_engine(a, budget: Budget, options: dict):
+def python_engine(a, budget: Budget, request):
     """kazetts.TTS, with a checkpoint after each stage it loads (the talker's weights before its context)."""
     import llama_cpp
     from bench_kazetts import forbid_eos
@@ -104,12 +104,12 @@ def python_engine(a, budget: Budget, options: dict):
     forbid_eos(tts)  # every request says exactly its frames
 
     def say(text, frames):
-        return sum(len(c.audio) for c in tts.stream(text, max_frames=frames, **options))
+        return sum(len(c.audio) for c in tts.stream(text, request, max_frames=frames))
 
     return say
 
 
-def native_engine(a, budget: Budget, options: dict):
+def native_engine(a, budget: Budget, request):
     """kazetts.engine.native_tts.NativeTTS (kz_tts_load: every stage in one call)."""
     from kazetts.engine.native_tts import NativeTTS
 
@@ -117,7 +117,7 @@ def native_engine(a, budget: Budget, options: dict):
     budget.mark("engine loaded (talker, code predictor, codec decoder)")
 
     def say(text, frames):
-        return len(tts.synthesize(text, max_frames=frames, min_frames=frames, **options).audio)  # exactly its frames
+        return len(tts.synthesize(text, request, max_frames=frames, min_frames=frames).audio)  # exactly its frames
 
     return say
 
@@ -140,10 +140,10 @@ def main() -> None:
     import bench_kazetts  # kazetts.engine.tts: numpy, llama-cpp-python, libkazetts
 
     budget.mark("imports")
-    options = dict(
-        language=a.language, speaker_embedding=np.load(a.xvector), text_streaming=a.text_streaming, greedy=True
+    request = bench_kazetts.Request(
+        language=a.language, xvector=np.load(a.xvector), text_streaming=a.text_streaming, greedy=True
     )
-    say = (python_engine if a.engine == "python" else native_engine)(a, budget, options)
+    say = (python_engine if a.engine == "python" else native_engine)(a, budget, request)
     say(bench_kazetts.WARMUP_TEXT, bench_kazetts.WARMUP_FRAMES)
     budget.mark(f"warm-up request ({bench_kazetts.WARMUP_FRAMES} frames)")
     samples = say(a.text, a.frames)

@@ -26,10 +26,10 @@ from kazetts.engine.native_tts import NativeTTS  # noqa: E402
 
 
 def main() -> None:
-    a, options = worker_arguments(__doc__)
+    a, request = worker_arguments(__doc__)
     start = time.perf_counter()
     tts = NativeTTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec, codec_threads=a.codec_threads)
-    tts.synthesize(WARMUP_TEXT, max_frames=WARMUP_FRAMES, **options)
+    tts.synthesize(WARMUP_TEXT, request, max_frames=WARMUP_FRAMES)
     load, load_rss = time.perf_counter() - start, peak_rss_mb()
     first_audio = []
 
@@ -39,8 +39,8 @@ def main() -> None:
         return True
 
     start = time.perf_counter()
-    r = tts.synthesize(a.text, on_chunk=on_chunk, max_frames=a.frames, min_frames=a.frames, **options)
-    request = time.perf_counter() - start
+    r = tts.synthesize(a.text, request, on_chunk=on_chunk, max_frames=a.frames, min_frames=a.frames)
+    wall = time.perf_counter() - start
     save_codes(a.codes_out, r.codes)
     t = {name: ms / 1000 for name, ms in r.timings.items()}
     print(
@@ -55,7 +55,7 @@ def main() -> None:
                 "code_predictor_s": t["code_predictor_ms"],
                 "codec_s": t["codec_ms"],
                 "first_audio_s": first_audio[0],
-                "request_s": request,
+                "request_s": wall,
                 "stop_reason": r.stop_reason,
             }
         )

@@ -131,13 +131,13 @@ def rewrite_gguf(src, out, drop=lambda key: False, data=lambda tensor: tensor.da
 
 
 def golden_request(manifest: dict, arrays: dict) -> dict:
-    """The synthesis options (engine keyword arguments) that reproduce a golden case greedily."""
+    """The synthesis options (kazetts.Request fields) that reproduce a golden case greedily."""
     case = manifest["case"]
     return dict(
         speaker=case["speaker"],
         language=case["language"],
         instruct=case["instruct"],
-        speaker_embedding=arrays.get("xvector"),
+        xvector=arrays.get("xvector"),
         text_streaming=not case["non_streaming"],
         greedy=True,
         max_frames=case["max_new_tokens"] - 1,

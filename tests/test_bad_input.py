@@ -89,16 +89,16 @@ def test_control_characters_and_long_text_give_audio(engines):
         ("custom_voice", {"speaker": "vivian", "chunk_frames": 0}, "chunk_frames must be >= 1"),
         ("voice_design", {}, "needs an instruct"),
         ("voice_design", {"instruct": "calm", "speaker": "vivian"}, "unknown speaker .vivian.; choose one of none"),
-        ("voice_design", {"instruct": "calm", "speaker_embedding": np.ones(64, np.float32)}, "takes no speaker"),
+        ("voice_design", {"instruct": "calm", "xvector": np.ones(64, np.float32)}, "takes no speaker"),
         ("base", {}, "needs a speaker_embedding"),
-        ("base", {"speaker_embedding": np.ones(64, np.float32), "instruct": "calm"}, "does not take an instruct"),
-        ("base", {"speaker_embedding": np.full(64, np.nan, np.float32)}, "NaN or infinite"),
+        ("base", {"xvector": np.ones(64, np.float32), "instruct": "calm"}, "does not take an instruct"),
+        ("base", {"xvector": np.full(64, np.nan, np.float32)}, "NaN or infinite"),
         (
             "base",
-            {"speaker_embedding": np.ones((1, 64), np.float32)},
+            {"xvector": np.ones((1, 64), np.float32)},
             r"has shape \[1, 64\]; this model needs 64 values",
         ),
-        ("base", {"speaker_embedding": np.ones(63, np.float32)}, "has 63 values; this model needs 64"),
+        ("base", {"xvector": np.ones(63, np.float32)}, "has 63 values; this model needs 64"),
     ],
 )
 def test_bad_requests_are_value_errors_before_any_compute(engines, model_type, request_, message):
@@ -346,7 +346,8 @@ SAY = ["Hello there.", "--speaker", "vivian", "--greedy", "--max-frames", "3"]
         (["Hello"], "needs a speaker; choose one of"),
         (["Hello", "--text-file", "x.txt", "--speaker", "vivian"], "not both"),
         (["--speaker", "vivian"], "no text"),
-        (["Hello", "--speaker-embedding", "README.md"], "--speaker-embedding README.md: not a .npy array"),
+        (["Hello", "--xvector", "README.md"], "--xvector README.md: not a .npy array"),
+        (["Hello", "--speaker-embedding", "README.md"], "--xvector README.md: not a .npy array"),  # its old name
         (["Hello", "--no-such-option"], "unrecognized arguments: --no-such-option"),
         (["--text-file", "missing.txt", "--speaker", "vivian"], "--text-file missing.txt: No such file or directory"),
         (

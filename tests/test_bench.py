@@ -187,21 +187,20 @@ def test_forced_agreement_counts_the_picks_against_the_forced_codes(tiny_gguf):
     not its own, its code predictor's picks almost never equal them."""
     import bench_kazetts
     from kazetts.engine.tts import TTS
+    from kazetts.request import Request
 
     tts = TTS(*tiny_gguf(), threads=2, codec_weights="f32")
-    options = dict(language="auto", text_streaming=False, greedy=True, speaker="vivian")
-    text, codes = "One two three.", []
-    for _ in tts.stream(text, max_frames=12, codes_out=codes, **options):
-        pass
-    codes = np.asarray(codes, dtype=np.int32).reshape(-1, 16)
+    request = Request(language="auto", text_streaming=False, greedy=True, speaker="vivian")
+    text = "One two three."
+    codes = tts.synthesize(text, request, max_frames=12).codes
     assert len(codes) == 12
-    assert bench_kazetts.forced_agreement(tts, text, options, codes) == {
+    assert bench_kazetts.forced_agreement(tts, text, request, codes) == {
         "forced_cb0_equal": 1.0,
         "forced_cp_equal": 1.0,
     }
     other = codes.copy()
     other[:, 1:] = (other[:, 1:] + 1) % (codes.max() + 1)
-    assert bench_kazetts.forced_agreement(tts, text, options, other)["forced_cp_equal"] < 0.1
+    assert bench_kazetts.forced_agreement(tts, text, request, other)["forced_cp_equal"] < 0.1
 
 
 def test_forced_frames_feed_the_forced_codes_back():

@@ -108,27 +108,15 @@ def test_errors_are_one_line_and_exit_2(model_dir, tmp_path, args, message):
 
 
 def test_say_takes_the_sampling_options(model_dir, tmp_path):
-    """--temperature ... --subtalker-top-p reach the engine: the same seed with other options says
-    something else; a value out of range is refused by argparse, naming the option."""
+    """--temperature ... --cp-top-p reach the engine: the same seed with other options says
+    something else (the old names --subtalker-* the same); a value out of range is refused by
+    argparse, naming the option."""
     said = []
+    sampling = ["--temperature", "0.7", "--top-k", "5", "--top-p", "0.8", "--repetition-penalty", "1.3"]
     for options in (
         [],
-        [
-            "--temperature",
-            "0.7",
-            "--top-k",
-            "5",
-            "--top-p",
-            "0.8",
-            "--repetition-penalty",
-            "1.3",
-            "--subtalker-temperature",
-            "1.3",
-            "--subtalker-top-k",
-            "20",
-            "--subtalker-top-p",
-            "0.9",
-        ],
+        [*sampling, "--cp-temperature", "1.3", "--cp-top-k", "20", "--cp-top-p", "0.9"],
+        [*sampling, "--subtalker-temperature", "1.3", "--subtalker-top-k", "20", "--subtalker-top-p", "0.9"],
     ):
         result = kazetts(
             "say",
@@ -147,7 +135,7 @@ def test_say_takes_the_sampling_options(model_dir, tmp_path):
         )
         assert result.returncode == 0, result.stderr.decode()
         said.append(result.stdout)
-    assert said[0] != said[1]
+    assert said[0] != said[1] == said[2]
     for option, value, message in [
         ("--top-p", "1.5", b"top_p must be a number in (0, 1], got 1.5"),
         ("--top-k", "2.5", b"top_k must be an integer >= 0 (0: off), got '2.5'"),

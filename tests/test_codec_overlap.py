@@ -85,9 +85,9 @@ def test_stream_text_overlap_gives_the_serial_chunks(engines):
                 sent.append(word)
                 yield word if len(sent) == 1 else " " + word
 
-        codes: list = []
-        got = [(c.piece, c.frames, len(sent), c.audio) for c in tts.stream_text(words(), codes_out=codes, **options)]
-        return got, np.stack(codes)
+        chunks = [(c, len(sent)) for c in tts.stream_text(words(), **options)]
+        got = [(c.piece, c.frames, n, c.audio) for c, n in chunks]
+        return got, np.concatenate([c.codes for c, _ in chunks])
 
     (serial, serial_codes), (overlapped, overlapped_codes) = run(engines("python", 0)), run(engines("python", 1))
     assert [c[:3] for c in overlapped] == [c[:3] for c in serial]  # and each chunk came after as many words

@@ -64,9 +64,9 @@ def _requests():
                 top_k=5,
                 top_p=0.8,
                 repetition_penalty=1.3,
-                subtalker_temperature=1.3,
-                subtalker_top_k=20,
-                subtalker_top_p=0.9,
+                cp_temperature=1.3,
+                cp_top_k=20,
+                cp_top_p=0.9,
             ),
         )
     )

@@ -21,7 +21,7 @@ from kazetts import native
 from kazetts.engine import native_tts
 from kazetts.engine.native_tts import NativeTTS
 from kazetts.engine.tts import TTS
-from kazetts.request import Sampling
+from kazetts.request import FIELDS, Request
 from kazetts.stages import sampling
 from kazetts.stages.sampling import SamplerConfig, talker_config
 from kazetts.validation import goldens
@@ -76,9 +76,9 @@ NON_DEFAULT = dict(
     top_k=5,
     top_p=0.8,
     repetition_penalty=1.3,
-    subtalker_temperature=1.3,
-    subtalker_top_k=20,
-    subtalker_top_p=0.9,
+    cp_temperature=1.3,
+    cp_top_k=20,
+    cp_top_p=0.9,
 )
 
 
@@ -113,12 +113,23 @@ def test_sampled_engines_agree_for_one_seed(engines, seed, sampling):
         assert not np.array_equal(default.codes, nat.codes)
 
 
-def test_native_default_request_is_the_reference_sampling():
-    """kz_tts_default_request's sampling fields are kazetts.request's defaults (one definition)."""
-    r, defaults = native_tts.lib().kz_tts_default_request(), Sampling()
-    assert r.greedy == defaults.greedy
-    for name, field in native_tts.SAMPLING_FIELDS.items():
-        assert getattr(r, field) == getattr(defaults, name), name
+def test_native_default_request_is_the_python_one():
+    """kz_tts_request's fields are kazetts.Request's, under the same names, and
+    kz_tts_default_request is Request() (one definition of the defaults, the reference's)."""
+    r, defaults = native_tts.lib().kz_tts_default_request(), Request()
+    assert native_tts.NATIVE_FIELDS < FIELDS
+    assert (r.speaker, r.language, r.instruct, bool(r.xvector), r.seed, r.max_frames) == (
+        None,
+        None,
+        None,
+        False,
+        -1,
+        0,
+    )
+    assert (defaults.speaker, defaults.language, defaults.instruct, defaults.xvector) == (None, "auto", None, None)
+    assert defaults.seed is None and defaults.max_frames is None  # -1 (a random seed) and 0 (a budget) in C
+    for name in native_tts.NATIVE_FIELDS - {"speaker", "language", "instruct", "xvector", "seed", "max_frames"}:
+        assert getattr(r, name) == getattr(defaults, name), name
     assert r.min_frames == talker_config(defaults).min_new_tokens == 2  # the reference's min_new_tokens
 
 
@@ -145,9 +156,9 @@ def test_min_frames_bans_end_of_speech_until_reached(engines):
         ("top_p", 1.5),
         ("repetition_penalty", -1.0),
         ("repetition_penalty", float("nan")),
-        ("subtalker_temperature", 0.0),
-        ("subtalker_top_k", -3),
-        ("subtalker_top_p", 2.0),
+        ("cp_temperature", 0.0),
+        ("cp_top_k", -3),
+        ("cp_top_p", 2.0),
     ],
 )
 def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
@@ -156,7 +167,7 @@ def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
     for greedy in (False, True):
         with pytest.raises(ValueError, match=f"^{name} must be "):
             engines("python").synthesize("Hi.", speaker="vivian", greedy=greedy, **{name: value})
-        with pytest.raises(native.NativeError, match=f"invalid argument: {native_tts.SAMPLING_FIELDS[name]} must be "):
+        with pytest.raises(native.NativeError, match=f"invalid argument: {name} must be "):
             engines("native").synthesize("Hi.", speaker="vivian", greedy=greedy, **{name: value})
 
 
@@ -166,7 +177,7 @@ def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
         ("custom_voice", {}, "this custom_voice model needs a speaker; choose one of ['aiden'"),
         (
             "voice_design",
-            {"speaker_embedding": np.ones(64, np.float32), "instruct": "A calm voice."},
+            {"xvector": np.ones(64, np.float32), "instruct": "A calm voice."},
             "this voice_design model takes no speaker",
         ),
         (
@@ -180,10 +191,10 @@ def test_both_engines_refuse_the_same_sampling_values(engines, name, value):
         ("custom_voice", {"speaker": "nobody", "language": "klingon"}, "unknown language 'klingon'"),
         (
             "custom_voice",
-            {"speaker": "nobody", "speaker_embedding": np.ones(3, np.float32)},
+            {"speaker": "nobody", "xvector": np.ones(3, np.float32)},
             "give either a speaker name or a speaker embedding, not both",
         ),
-        ("base", {"speaker_embedding": np.ones(3, np.float32), "instruct": "calm"}, "speaker embedding has 3 values"),
+        ("base", {"xvector": np.ones(3, np.float32), "instruct": "calm"}, "speaker embedding has 3 values"),
     ],
 )
 def test_both_engines_refuse_the_same_voices(engines, model_type, request_, message):
@@ -253,8 +264,8 @@ def test_cancel_from_another_thread_then_synthesize_again(engines):
         ("Hi.", {"min_frames": -1}, "min_frames must be >= 0"),
         ("Hi.", {"temperature": 0.0}, "temperature must be > 0"),
         ("Hi.", {"top_p": 0.0}, "top_p must be in"),
-        ("Hi.", {"speaker": "vivian", "speaker_embedding": np.zeros(64, np.float32)}, "give either a speaker name or"),
-        ("Hi.", {"speaker_embedding": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
+        ("Hi.", {"speaker": "vivian", "xvector": np.zeros(64, np.float32)}, "give either a speaker name or"),
+        ("Hi.", {"xvector": np.zeros(3, np.float32)}, "speaker embedding has 3 values; this model needs 64"),
     ],
 )
 def test_bad_requests_fail_before_compute(engines, text, options, message):
@@ -268,7 +279,7 @@ def test_instruct_rules_and_struct_sizes(engines):
     with pytest.raises(native.NativeError, match="this base model does not take an instruct"):
         engines("native", "tiny", "base").synthesize("Hi.", instruct="calm", max_frames=2)
     tts = engines()
-    r, _ = native_tts.request()
+    r, _ = native_tts.c_request()
     r.struct_size = 8
     status = tts._lib.kz_tts_synthesize(tts._handle, b"Hi.", ctypes.byref(r), native_tts.CHUNK_CALLBACK(0), None, None)
     assert status == 1 and b"struct_size" in tts._lib.kz_tts_last_error(tts._handle)
@@ -304,7 +315,7 @@ def test_model_info(engines):
 
 
 def _talker_choose(logits, eos, history, config: SamplerConfig, rng: native.Rng | None):
-    r, _ = native_tts.request(
+    r, _ = native_tts.c_request(
         greedy=config.greedy,
         temperature=config.temperature,
         top_k=config.top_k,
@@ -405,7 +416,7 @@ def test_talker_end_of_speech_ban_is_the_numpy_one(min_new_tokens, greedy):
         want = sampler.choose(row.copy(), None if greedy else py_rng)
         got = _talker_choose(row, eos, history, config, None if greedy else c_rng)
         assert got == want and (got == eos) == (step >= min_new_tokens), f"step {step}"
-    r, _ = native_tts.request(greedy=True, min_frames=-1)  # greedy: no rng needed, only min_frames is wrong
+    r, _ = native_tts.c_request(greedy=True, min_frames=-1)  # greedy: no rng needed, only min_frames is wrong
     assert (
         sampling.lib().kz_talker_choose(
             row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), vocab, eos, None, 0, ctypes.byref(r), None

@@ -17,7 +17,7 @@ from kazetts.native import NativeError
 
 SENTENCE = "Hello there, it's 12:30 and we're late; don't  wait.\nOK?"
 MIXED = "Grüße, 你好！ 🙂 ok."
-SAMPLED = dict(seed=5, temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3, subtalker_temperature=1.3)
+SAMPLED = dict(seed=5, temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3, cp_temperature=1.3)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,12 @@ def cuts(text: str, how: str, rng: random.Random) -> list:
     return [data[a:b] for a, b in zip([0, *at], [*at, len(data)])]
 
 
+def python_stream(python: TTS, text: str, **options) -> tuple[np.ndarray, np.ndarray]:
+    """The codes and samples of the Python engine's stream_text, word by word."""
+    chunks = list(python.stream_text(iter(cuts(text, "words", None)), **options))
+    return np.concatenate([c.codes for c in chunks]), np.concatenate([c.audio for c in chunks])
+
+
 @pytest.mark.parametrize("text", [SENTENCE, MIXED])
 @pytest.mark.parametrize("sampling", ["greedy", "sampled"])
 def test_the_native_stream_gives_the_codes_and_samples_of_the_whole_text(engines, text, sampling):
@@ -46,11 +52,8 @@ def test_the_native_stream_gives_the_codes_and_samples_of_the_whole_text(engines
     options = dict(speaker="vivian", language="english", max_frames=12)
     options.update(dict(greedy=True) if sampling == "greedy" else SAMPLED)
     whole = native.synthesize(text, **options)
-    codes: list = []
-    python_audio = np.concatenate(
-        [c.audio for c in python.stream_text(iter(cuts(text, "words", None)), codes_out=codes, **options)]
-    )
-    assert np.array_equal(np.stack(codes), whole.codes)
+    codes, python_audio = python_stream(python, text, **options)
+    assert np.array_equal(codes, whole.codes)
     assert np.array_equal(python_audio, whole.audio)
     rng = random.Random(3)
     for how in ("words", "bytes", "random", "random"):
@@ -65,12 +68,9 @@ def test_the_piece_budget_and_speed_as_the_python_stream(engines):
     native, python = engines
     options = dict(speaker="ryan", language="auto", seed=2, speed=1.5)
     text = "Short one."
-    codes: list = []
-    python_audio = np.concatenate(
-        [c.audio for c in python.stream_text(iter(cuts(text, "words", None)), codes_out=codes, **options)]
-    )
+    codes, python_audio = python_stream(python, text, **options)
     streamed = native.stream_text(cuts(text, "bytes", None), **options)
-    assert np.array_equal(streamed.codes, np.stack(codes))
+    assert np.array_equal(streamed.codes, codes)
     assert np.array_equal(streamed.audio, python_audio)
     whole = native.synthesize(text, **options)
     assert np.array_equal(streamed.codes, whole.codes) and np.array_equal(streamed.audio, whole.audio)

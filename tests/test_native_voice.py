@@ -56,12 +56,12 @@ def test_native_icl_from_a_voice_matches_generate_voice_clone(name, engines):
     assert np.array_equal(result.audio, want.audio), "the reference part is cut, the rest decoded alike"
 
 
-@pytest.mark.parametrize("x_vector_only", [None, True])
+@pytest.mark.parametrize("xvector_only", [None, True])
 @pytest.mark.parametrize("seed", [3, 11])
-def test_both_engines_clone_alike_for_one_seed(engines, icl_voice, seed, x_vector_only):
+def test_both_engines_clone_alike_for_one_seed(engines, icl_voice, seed, xvector_only):
     python, nat = engines
     text = "Bonjour ! Le 14 juillet 1789, à Paris. Une deuxième phrase."
-    options = dict(voice=icl_voice, language="french", seed=seed, max_frames=8, x_vector_only=x_vector_only)
+    options = dict(voice=icl_voice, language="french", seed=seed, max_frames=8, xvector_only=xvector_only)
     want, got = python.synthesize(text, **options), nat.synthesize(text, **options)
     assert want.codes.shape[0] >= 1 and np.array_equal(want.codes, got.codes)
     assert np.array_equal(want.audio, got.audio)
@@ -70,22 +70,22 @@ def test_both_engines_clone_alike_for_one_seed(engines, icl_voice, seed, x_vecto
 def test_icl_and_x_vector_cloning_differ(engines, icl_voice):
     _, nat = engines
     icl = nat.synthesize("Hello there.", voice=icl_voice, greedy=True, max_frames=6)
-    xvec = nat.synthesize("Hello there.", voice=icl_voice, greedy=True, max_frames=6, x_vector_only=True)
+    xvec = nat.synthesize("Hello there.", voice=icl_voice, greedy=True, max_frames=6, xvector_only=True)
     assert not np.array_equal(icl.codes, xvec.codes), "the voice's reference reached the ICL prompt"
 
 
 @pytest.mark.parametrize(
     "change, options, message",
     [
-        (None, {"speaker": "vivian"}, "a cloned voice replaces speaker= and speaker_embedding=: give only one of them"),
+        (None, {"speaker": "vivian"}, "a cloned voice replaces speaker= and xvector=: give only one of them"),
         (
             None,
-            {"speaker_embedding": np.ones(64, np.float32)},
-            "a cloned voice replaces speaker= and speaker_embedding=",
+            {"xvector": np.ones(64, np.float32)},
+            "a cloned voice replaces speaker= and xvector=",
         ),
         (None, {"instruct": "calm"}, "ICL voice cloning takes neither a speaker name nor an instruct"),
-        ("text", {"x_vector_only": False}, "ICL cloning (x_vector_only=False) needs ref_text"),
-        ("codes", {"x_vector_only": False}, "this mmproj has no codec encoder"),
+        ("text", {"xvector_only": False}, "ICL cloning (xvector_only=False) needs ref_text"),
+        ("codes", {"xvector_only": False}, "this mmproj has no codec encoder"),
         ("model", {}, "this voice was made for a base model of hidden size 32, this is a base model of hidden size 64"),
         ("encoder", {}, "this voice was made for another speaker encoder (ffffffffffff"),
     ],
@@ -115,8 +115,8 @@ def test_a_voice_needs_a_base_model(tiny_gguf, icl_voice):
     message = "voice cloning needs a Base model; this is a custom_voice model"
     with pytest.raises(native.NativeError, match=re.escape(message)):
         NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", voice=icl_voice, max_frames=2)
-    with pytest.raises(native.NativeError, match="x_vector_only needs a voice"):
-        NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", speaker="vivian", x_vector_only=True, max_frames=2)
+    with pytest.raises(native.NativeError, match="xvector_only needs a voice"):
+        NativeTTS(talker, mmproj, threads=2).synthesize("Hi.", speaker="vivian", xvector_only=True, max_frames=2)
 
 
 # -- speed (kz_tts_request.speed: the WSOLA stream of rules.h, as TTS.stream's) --------------------

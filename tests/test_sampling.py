@@ -13,7 +13,7 @@ import pytest
 
 from conftest import DUMPS, run_script
 from kazetts import native
-from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
+from kazetts.request import OLD_NAMES, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Request, field_names
 from kazetts.stages.sampling import SamplerConfig, TalkerSampler, code_predictor_config, talker_config
 from kazetts.validation import goldens
 from kazetts.validation.oracles import sampling as oracle
@@ -250,10 +250,10 @@ def test_repetition_penalty_applies_once_per_distinct_id_even_in_greedy():
 
 
 def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers():
-    s = Sampling()
+    s = Request()
     assert (s.temperature, s.top_k, s.top_p, s.repetition_penalty) == (np.float32(0.9), 50, 1.0, np.float32(1.05))
     assert (TEMPERATURE, TOP_K, TOP_P, REPETITION_PENALTY) == (0.9, 50, 1.0, 1.05)  # qwen_tts hard_defaults
-    talker = talker_config(Sampling(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3))
+    talker = talker_config(Request(temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3))
     assert (talker.temperature, talker.top_k, talker.top_p, talker.repetition_penalty, talker.min_new_tokens) == (
         np.float32(0.7),
         5,
@@ -261,7 +261,7 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
         np.float32(1.3),
         2,
     )
-    cp = code_predictor_config(Sampling(greedy=True, subtalker_temperature=1.2, subtalker_top_k=0, subtalker_top_p=0.5))
+    cp = code_predictor_config(Request(greedy=True, cp_temperature=1.2, cp_top_k=0, cp_top_p=0.5))
     assert (cp.greedy, cp.temperature, cp.top_k, cp.top_p, cp.repetition_penalty, cp.min_new_tokens) == (
         True,
         np.float32(1.2),
@@ -286,9 +286,9 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
         ("top_p", 1.01, "top_p must be a number in (0, 1], got 1.01"),
         ("top_p", float("nan"), "top_p must be a number in (0, 1]"),
         ("repetition_penalty", -1.05, "repetition_penalty must be a number > 0, got -1.05"),
-        ("subtalker_temperature", 0.0, "subtalker_temperature must be a number > 0"),
-        ("subtalker_top_k", -2, "subtalker_top_k must be an integer >= 0"),
-        ("subtalker_top_p", 5, "subtalker_top_p must be a number in (0, 1]"),
+        ("cp_temperature", 0.0, "cp_temperature must be a number > 0"),
+        ("cp_top_k", -2, "cp_top_k must be an integer >= 0"),
+        ("cp_top_p", 5, "cp_top_p must be a number in (0, 1]"),
         ("greedy", "yes", "greedy must be True or False"),
         # float32 (the native request's type) cannot hold them: refused, not held as inf or 0
         ("temperature", 1e308, "temperature must be a number > 0, got 1e+308 (inf in float32)"),
@@ -302,10 +302,10 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
             id="temperature-400-digits",
         ),
         pytest.param(
-            "subtalker_top_p",
+            "cp_top_p",
             10**5000,
-            "subtalker_top_p must be a number in (0, 1], got an integer of more than 4300 digits",
-            id="subtalker_top_p-5001-digits",
+            "cp_top_p must be a number in (0, 1], got an integer of more than 4300 digits",
+            id="cp_top_p-5001-digits",
         ),
         pytest.param(
             "top_k",
@@ -317,11 +317,41 @@ def test_request_sampling_defaults_are_the_references_and_map_to_both_samplers()
 )
 def test_request_sampling_refuses_out_of_range_values(name, value, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        Sampling(**{name: value})
+        Request(**{name: value})
 
 
 def test_top_k_beyond_the_native_int32_keeps_every_token_as_it_says():
     """The native request holds top_k in an int32 (ctypes would wrap 2**32 + 5 to 5): a larger
     top_k is held as the int32's largest, which keeps every token, as the value asked."""
-    assert Sampling(top_k=2**32 + 5).top_k == Sampling(subtalker_top_k=10**40).subtalker_top_k == 2**31 - 1
-    assert Sampling(top_k=2**31 - 2).top_k == 2**31 - 2
+    assert Request(top_k=2**32 + 5).top_k == Request(cp_top_k=10**40).cp_top_k == 2**31 - 1
+    assert Request(top_k=2**31 - 2).top_k == 2**31 - 2
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("speaker", 3, "speaker must be a string, got int"),
+        ("language", None, "language must be a string, got NoneType"),
+        ("instruct", b"calm", "instruct must be a string, got bytes"),
+        ("ref_text", 1, "ref_text must be a string, got int"),
+        ("xvector_only", "yes", "xvector_only must be True, False or None, got 'yes'"),
+        ("ref_silence", 3, "ref_silence must be a number of seconds in 0..2"),
+        ("text_streaming", 1, "text_streaming must be True or False, got 1"),
+        ("seed", -1, "seed must be 0..9223372036854775807, got -1"),
+        ("seed", 1.5, "seed must be an integer 0..9223372036854775807, got 1.5"),
+        ("max_frames", 0, "max_frames must be >= 1, got 0"),
+        ("chunk_frames", 0, "chunk_frames must be >= 1, got 0"),
+        ("min_frames", -1, "min_frames must be >= 0, got -1"),
+        ("speed", 5, "speed must be within 0.25..4.0, got 5"),
+    ],
+)
+def test_request_fields_are_refused_in_one_line_naming_them(name, value, message):
+    with pytest.raises(ValueError) as refused:
+        Request(**{name: value})
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("old, new", sorted(OLD_NAMES.items()))
+def test_old_names_are_their_fields_with_a_warning_naming_the_new_one(old, new):
+    with pytest.warns(DeprecationWarning, match=f"^{old}= is deprecated: use {new}=$"):
+        assert field_names({old: True}) == {new: True}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import io
 import json
 import pathlib
@@ -23,7 +24,8 @@ import pytest
 import soundfile
 
 from conftest import REPO, free_port
-from kazetts.engine.tts import TTS
+from kazetts.engine.tts import TTS, Stream
+from kazetts.request import Request
 from kazetts.server.app import SERVER, ServerOptions, ServerThread, make_app
 from kazetts.server.audio_formats import pcm16
 from kazetts.server.errors import ApiError
@@ -55,20 +57,24 @@ class GatedTTS:
     def produced(self) -> list[int]:
         return self.runs[-1]
 
-    def stream(self, *args, **kwargs):
+    def stream(self, text, request, **options):
         self.runs.append([])
-        for chunk in self._tts.stream(*args, **seeded(kwargs)):
+        stream = self._tts.stream(text, seeded(request), **options)
+        return Stream(self._gated(stream), stream.timings, stream.stopped_by)
+
+    def _gated(self, chunks):
+        for chunk in chunks:
             self.runs[-1].append(chunk.frames)
             yield chunk
             if self.gate is not None and not self.gate.wait(60):
                 raise RuntimeError("the test never opened the gate")
 
-    def stream_text(self, *args, **kwargs):
-        return self._tts.stream_text(*args, **seeded(kwargs))
+    def stream_text(self, chunks, request, **options):
+        return self._tts.stream_text(chunks, seeded(request), **options)
 
 
-def seeded(kwargs: dict) -> dict:
-    return {**kwargs, "seed": UNSEEDED if kwargs.get("seed") is None else kwargs["seed"]}
+def seeded(request: Request) -> Request:
+    return request if request.seed is not None else dataclasses.replace(request, seed=UNSEEDED)
 
 
 @pytest.fixture(scope="module")
@@ -183,22 +189,25 @@ def test_every_format_through_the_openai_client(server, engine):
 
 
 def test_sampling_options_reach_the_engine(server, engine):
-    """kazetts' sampling extensions (extra_body) are the engine's keyword arguments."""
+    """kazetts' sampling extensions (extra_body) are kazetts.Request's fields; the code
+    predictor's old names (subtalker_*) are still taken."""
     url, _ = server
     sampling = {
         "temperature": 0.7,
         "top_k": 5,
         "top_p": 0.8,
         "repetition_penalty": 1.3,
-        "subtalker_temperature": 1.3,
-        "subtalker_top_k": 20,
-        "subtalker_top_p": 0.9,
+        "cp_temperature": 1.3,
+        "cp_top_k": 20,
+        "cp_top_p": 0.9,
     }
     pcm = speech(client(url), "pcm", **sampling)
     expected = engine._tts.synthesize(
         "Hello there.", speaker="vivian", language="english", seed=11, max_frames=FRAMES, **sampling
     ).audio
     assert pcm == pcm16(expected) and pcm != speech(client(url), "pcm")
+    old = {name.replace("cp_", "subtalker_"): value for name, value in sampling.items()}
+    assert speech(client(url), "pcm", **old) == pcm
 
 
 def test_streaming_response_equals_the_whole_response(server):
@@ -345,9 +354,14 @@ BAD = [
         "repetition_penalty",
     ),
     (
+        json.dumps({"model": "tts-1", "input": "Hi.", "cp_top_k": -1}).encode(),
+        "invalid_value",
+        "cp_top_k",
+    ),
+    (  # an old name of a field is the field: the message names the field
         json.dumps({"model": "tts-1", "input": "Hi.", "subtalker_top_k": -1}).encode(),
         "invalid_value",
-        "subtalker_top_k",
+        "cp_top_k",
     ),
     # what Python's decoder and number conversions raise on must not be a 500
     (b"[" * 5000 + b"]" * 5000, "invalid_json", None),  # RecursionError

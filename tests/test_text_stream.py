@@ -142,7 +142,6 @@ def test_stream_text_word_by_word_gives_the_codes_of_the_whole_text(tts):
     options = dict(speaker="vivian", language="english", greedy=True, max_frames=24)
     whole = tts.synthesize(SENTENCE, **options)
     sent, first_audio_after = [], []
-    codes: list = []
 
     def words():
         for word in SENTENCE.split(" "):
@@ -150,12 +149,14 @@ def test_stream_text_word_by_word_gives_the_codes_of_the_whole_text(tts):
             yield word if len(sent) == 1 else " " + word
 
     chunks = []
-    for chunk in tts.stream_text(words(), codes_out=codes, **options):
+    stream = tts.stream_text(words(), **options)
+    for chunk in stream:
         if len(chunk.audio) and not first_audio_after:
             first_audio_after.append(len(sent))
-        chunks.append(chunk.audio)
-    assert np.array_equal(np.stack(codes), whole.codes)
-    assert np.array_equal(np.concatenate(chunks), whole.audio)
+        chunks.append(chunk)
+    assert np.array_equal(np.concatenate([c.codes for c in chunks]), whole.codes)
+    assert np.array_equal(np.concatenate([c.audio for c in chunks]), whole.audio)
+    assert stream.stopped_by == whole.stopped_by and stream.timings["frames"] == len(whole.codes)
     n_words = len(SENTENCE.split(" "))
     assert first_audio_after[0] < n_words, "speech starts before the last word is sent"
 
@@ -171,9 +172,9 @@ def test_stream_text_takes_async_chunks_and_bytes(tts):
         top_k=5,
         top_p=0.8,
         repetition_penalty=1.3,
-        subtalker_temperature=1.3,
-        subtalker_top_k=20,
-        subtalker_top_p=0.9,
+        cp_temperature=1.3,
+        cp_top_k=20,
+        cp_top_p=0.9,
     )
     text = "Grüße, 你好！ 🙂 ok."
     whole = tts.synthesize(text, **options)
@@ -187,9 +188,12 @@ def test_stream_text_takes_async_chunks_and_bytes(tts):
     audio = tts.stream_text(deltas(), **options)  # made outside the event loop, iterated in it
 
     async def collect():
-        return [chunk.audio async for chunk in audio]
+        return [chunk async for chunk in audio]
 
-    assert np.array_equal(np.concatenate(asyncio.run(collect())), whole.audio)
+    chunks = asyncio.run(collect())
+    assert np.array_equal(np.concatenate([c.audio for c in chunks]), whole.audio)
+    assert np.array_equal(np.concatenate([c.codes for c in chunks]), whole.codes)
+    assert audio.stopped_by == whole.stopped_by and audio.timings["frames"] == len(whole.codes)
 
 
 def test_stream_text_checks_the_voice_before_reading_text(tts):

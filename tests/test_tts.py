@@ -10,6 +10,7 @@ import pytest
 from conftest import DUMPS, golden_request
 from kazetts.validation import goldens
 from kazetts.engine.tts import TTS, frame_budget
+from kazetts.request import Request
 
 CASES = [case.name for case in goldens.CASES]
 
@@ -81,11 +82,9 @@ def test_long_text_is_split_in_order_and_crossfaded(engines):
     tts = engines()
     sentence = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. "
     text = sentence * 8  # about 700 characters: three pieces
-    stopped: list = []
-    pieces = [
-        c.piece
-        for c in tts.stream(text, speaker="vivian", language="french", greedy=True, max_frames=6, stopped_by=stopped)
-    ]
+    stream = tts.stream(text, speaker="vivian", language="french", greedy=True, max_frames=6)
+    pieces = [c.piece for c in stream]
+    stopped = stream.stopped_by
     assert pieces == sorted(pieces) and pieces[-1] == len(stopped) - 1 >= 2
     result = tts.synthesize(text, speaker="vivian", language="french", greedy=True, max_frames=6)
     frames = result.codes.shape[0]
@@ -152,14 +151,9 @@ def test_five_thousand_characters_are_all_said_in_order(engines):
     ]
     text = "".join(sentences[i % len(sentences)] for i in range(200))[:5000]
     expected = [p for p in split_text(text, PIECE_CHARS) if p.strip()]
-    stopped: list = []
-    pieces = [
-        c.piece
-        for c in engines().stream(
-            text, speaker="vivian", language="auto", greedy=True, max_frames=2, stopped_by=stopped
-        )
-    ]
-    assert len(stopped) == len(expected) >= 17
+    stream = engines().stream(text, speaker="vivian", language="auto", greedy=True, max_frames=2)
+    pieces = [c.piece for c in stream]
+    assert len(stream.stopped_by) == len(expected) >= 17
     assert pieces == sorted(pieces) and set(pieces) == set(range(len(expected)))
 
 
@@ -176,3 +170,98 @@ def test_a_model_directory_is_enough(tiny_gguf, tiny_tts):
         TTS(talker)
     with pytest.raises(ValueError, match="must hold exactly one"):
         TTS(talker.parent.parent)
+
+
+# -- the request: kazetts.Request, the old names, the figures on the stream ----------------------------
+TEXT = "Bonjour ! Le 14 juillet 1789, à Paris."
+SAMPLING = dict(
+    temperature=0.7, top_k=5, top_p=0.8, repetition_penalty=1.3, cp_temperature=1.3, cp_top_k=20, cp_top_p=0.9
+)
+
+
+def test_a_request_and_keyword_options_are_one_request(engines):
+    """A Request given, or its fields as keywords, say the same; keywords override its fields
+    (the Request itself unchanged)."""
+    tts = engines()
+    request = Request(speaker="vivian", language="french", seed=3, max_frames=8, **SAMPLING)
+    given = tts.synthesize(TEXT, request)
+    keywords = tts.synthesize(TEXT, speaker="vivian", language="french", seed=3, max_frames=8, **SAMPLING)
+    assert np.array_equal(given.codes, keywords.codes) and np.array_equal(given.audio, keywords.audio)
+    reseeded = tts.synthesize(TEXT, request, seed=4)
+    assert request.seed == 3 and not np.array_equal(reseeded.codes, given.codes)
+    assert np.array_equal(
+        reseeded.codes,
+        tts.synthesize(TEXT, speaker="vivian", language="french", seed=4, max_frames=8, **SAMPLING).codes,
+    )
+
+
+def _deprecations(call):
+    """call()'s result and the (message, file) of each DeprecationWarning it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [(str(w.message), w.filename) for w in caught if issubclass(w.category, DeprecationWarning)]
+
+
+def test_old_names_still_work_with_a_warning_and_say_the_same(engines):
+    """subtalker_*, speaker_embedding and the lists stream once filled in: the same codes and
+    samples as the new names, each with a DeprecationWarning naming the new one, shown at the caller."""
+    tts = engines()
+    options = dict(speaker="vivian", language="french", seed=3, max_frames=8)
+    new = tts.synthesize(TEXT, **options, **SAMPLING)
+    old_sampling = {name.replace("cp_", "subtalker_"): value for name, value in SAMPLING.items()}
+    old, warned = _deprecations(lambda: tts.synthesize(TEXT, **options, **old_sampling))
+    assert np.array_equal(old.codes, new.codes) and np.array_equal(old.audio, new.audio)
+    assert warned == [
+        (f"subtalker_{name}= is deprecated: use cp_{name}=", __file__) for name in ("temperature", "top_k", "top_p")
+    ]
+
+    timings, codes, stopped = {}, [], []
+    audio, warned = _deprecations(
+        lambda: [
+            c.audio
+            for c in tts.stream(TEXT, **options, **SAMPLING, timings=timings, codes_out=codes, stopped_by=stopped)
+        ]
+    )
+    assert [message.split("=")[0] for message, _ in warned] == ["timings", "codes_out", "stopped_by"]
+    assert all(file == __file__ for _, file in warned)
+    assert np.array_equal(np.concatenate(audio), new.audio) and np.array_equal(np.stack(codes), new.codes)
+    assert stopped == new.stopped_by and timings["frames"] == len(new.codes)
+
+    base = engines("tiny", "base")
+    xvector = np.random.default_rng(0).standard_normal(base.talker.hidden_size).astype(np.float32)
+    new = base.synthesize(TEXT, xvector=xvector, greedy=True, max_frames=4)
+    old, warned = _deprecations(lambda: base.synthesize(TEXT, speaker_embedding=xvector, greedy=True, max_frames=4))
+    assert np.array_equal(old.codes, new.codes) and np.array_equal(old.audio, new.audio)
+    assert warned == [("speaker_embedding= is deprecated: use xvector=", __file__)]
+
+
+def test_unknown_options_and_a_request_of_another_type_are_one_line_type_errors(engines):
+    tts = engines()
+    with pytest.raises(TypeError, match=r"^unknown request option 'tempreature' \(did you mean 'temperature'\?\)"):
+        tts.stream(TEXT, speaker="vivian", tempreature=0.7)
+    with pytest.raises(TypeError, match=r"^request must be a kazetts.Request, got str"):
+        tts.synthesize(TEXT, "vivian")
+    with pytest.raises(TypeError, match="^subtalker_top_k is the old name of cp_top_k: give cp_top_k alone$"):
+        tts.synthesize(TEXT, speaker="vivian", cp_top_k=3, subtalker_top_k=4)
+    with pytest.raises(ValueError, match=r"^stream_text takes no ref_text: "):
+        tts.stream_text(iter(["Hi."]), speaker="vivian", ref_text="Hi.")
+
+
+@pytest.mark.parametrize("speed", [1.0, 1.5])
+def test_the_stream_carries_codes_timings_and_stop_reasons(engines, speed):
+    """Each chunk carries the codes of the frames decoded for it (at any speed: the time-stretch
+    holds chunks back and adds one), the stream its stop reasons per piece and its timings, which
+    synthesize's Result has too."""
+    tts = engines()
+    text = "Ceci est une phrase assez longue pour remplir un morceau de texte, avec des virgules. " * 4
+    options = dict(speaker="vivian", language="french", seed=3, max_frames=5, speed=speed)
+    result = tts.synthesize(text, **options)
+    stream = tts.stream(text, **options)
+    assert stream.stopped_by == [] and stream.timings == {}  # nothing runs before the first chunk is asked for
+    chunks = list(stream)
+    assert np.array_equal(np.concatenate([c.codes for c in chunks]), result.codes)
+    assert [c.frames for c in chunks] == np.cumsum([len(c.codes) for c in chunks]).tolist()
+    assert stream.stopped_by == result.stopped_by == ["max_frames", "max_frames"]
+    assert stream.timings["frames"] == result.timings["frames"] == len(result.codes) == 10
+    assert {"talker", "code_predictor", "codec", "first_chunk", "wall"} <= set(stream.timings)

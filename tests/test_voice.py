@@ -40,7 +40,7 @@ def test_x_vector_cloning_from_the_recording_matches_generate_voice_clone(name, 
         greedy=True,
         max_frames=case["max_new_tokens"] - 1,
     )
-    result = tts.synthesize(case["text"], ref_audio=str(recording(case["ref_audio"])), x_vector_only=True, **request)
+    result = tts.synthesize(case["text"], ref_audio=str(recording(case["ref_audio"])), xvector_only=True, **request)
     assert np.array_equal(result.codes, arrays["codes"])
     assert result.stopped_by == ["eos" if manifest["stopped_by"] == "eos" else "max_frames"]
     assert float(np.abs(result.audio - arrays["waveform"]).max()) <= 1e-4
@@ -90,7 +90,7 @@ def test_icl_needs_the_codec_encoder_and_is_a_clear_error_without_it(engines, mo
     voice = tts.enroll(recording("en_24k"), ref_text=text)
     assert voice.ref_codes is not None and voice.ref_codes.shape[1] == 16 and voice.ref_text == text
     icl = tts.synthesize("Hello.", voice=voice, greedy=True, max_frames=3)
-    xvec = tts.synthesize("Hello.", voice=voice, x_vector_only=True, greedy=True, max_frames=3)
+    xvec = tts.synthesize("Hello.", voice=voice, xvector_only=True, greedy=True, max_frames=3)
     assert len(icl.codes) >= 1 and len(xvec.codes) >= 1
     # an mmproj from llama.cpp's converter has no kazetts.enc.* tensors: x-vector cloning only
     monkeypatch.setattr(
@@ -99,16 +99,16 @@ def test_icl_needs_the_codec_encoder_and_is_a_clear_error_without_it(engines, mo
     assert not tts.has_codec_encoder
     for request in (
         dict(ref_audio=str(recording("en_24k")), ref_text=text),  # ICL by default with a text
-        dict(ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=False),
+        dict(ref_audio=str(recording("en_24k")), ref_text=text, xvector_only=False),
         dict(voice=tts.enroll(recording("en_24k"), ref_text=text)),
     ):
-        with pytest.raises(ValueError, match="no codec encoder .* use x_vector_only=True"):
+        with pytest.raises(ValueError, match="no codec encoder .* use xvector_only=True"):
             tts.synthesize("Hello.", max_frames=2, **request)
     assert NO_CODEC_ENCODER.startswith("this mmproj has no codec encoder")
     with pytest.raises(ValueError, match="needs ref_text"):
-        tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), x_vector_only=False, max_frames=2)
+        tts.synthesize("Hello.", ref_audio=str(recording("en_24k")), xvector_only=False, max_frames=2)
     r = tts.synthesize(
-        "Hello.", ref_audio=str(recording("en_24k")), ref_text=text, x_vector_only=True, greedy=True, max_frames=3
+        "Hello.", ref_audio=str(recording("en_24k")), ref_text=text, xvector_only=True, greedy=True, max_frames=3
     )
     assert len(r.codes) >= 1
 
@@ -118,9 +118,9 @@ def test_icl_needs_the_codec_encoder_and_is_a_clear_error_without_it(engines, mo
     [
         (dict(voice="me.voice"), "voice must be a kazetts.Voice"),
         (dict(ref_text="words"), "a voice= or ref_audio= to clone"),
-        (dict(x_vector_only=True), "a voice= or ref_audio= to clone"),
-        (dict(ref_audio="a.wav", speaker="vivian"), "replaces speaker= and speaker_embedding="),
-        (dict(ref_audio="a.wav", speaker_embedding=np.zeros(64, np.float32)), "replaces speaker="),
+        (dict(xvector_only=True), "a voice= or ref_audio= to clone"),
+        (dict(ref_audio="a.wav", speaker="vivian"), "replaces speaker= and xvector="),
+        (dict(ref_audio="a.wav", xvector=np.zeros(64, np.float32)), "replaces speaker="),
     ],
 )
 def test_conflicting_clone_requests_are_refused(engines, request_, message):
@@ -244,7 +244,7 @@ def test_ref_silence_out_of_range_is_refused(engines, value):
 def test_ref_silence_goes_with_a_ref_audio_only(engines):
     tts = engines()
     voice = tts.enroll(recording("en_24k"))
-    for request in (dict(voice=voice), dict(speaker_embedding=voice.x_vector)):
+    for request in (dict(voice=voice), dict(xvector=voice.x_vector)):
         with pytest.raises(ValueError, match="ref_silence is appended to a ref_audio"):
             tts.synthesize("Hello.", ref_silence=0.5, max_frames=2, **request)
 

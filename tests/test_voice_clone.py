@@ -259,13 +259,13 @@ def test_icl_request_errors(dumps, engines):
     tts = engines("tiny")
     _, a = dumps["clone_icl_stream"]
     with pytest.raises(ValueError, match="both ref_codes and ref_text"):
-        tts.synthesize("Hello.", speaker_embedding=a["xvector"], ref_codes=a["ref_codes"])
+        tts.synthesize("Hello.", xvector=a["xvector"], ref_codes=a["ref_codes"])
     with pytest.raises(ValueError, match="both ref_codes and ref_text"):
-        tts.synthesize("Hello.", speaker_embedding=a["xvector"], ref_text="Hi.")
+        tts.synthesize("Hello.", xvector=a["xvector"], ref_text="Hi.")
     with pytest.raises(ValueError, match="x-vector"):
         tts.synthesize("Hello.", ref_codes=a["ref_codes"], ref_text="Hi.")
     with pytest.raises(ValueError, match="reference codes must be"):
-        tts.synthesize("Hello.", speaker_embedding=a["xvector"], ref_codes=a["ref_codes"][:, :8], ref_text="Hi.")
+        tts.synthesize("Hello.", xvector=a["xvector"], ref_codes=a["ref_codes"][:, :8], ref_text="Hi.")
 
 
 def test_reference_cut_is_the_reference_float_arithmetic():

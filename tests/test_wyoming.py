@@ -27,6 +27,7 @@ from conftest import REPO, free_port
 from kazetts.engine.tts import TTS
 from kazetts.engine.voice import ModelFingerprint
 from kazetts.errors import KazettsError
+from kazetts.request import Request
 from kazetts.server.audio_formats import pcm16
 from kazetts.server.voices import load_presets
 from kazetts.server.wyoming import WyomingOptions, WyomingService
@@ -77,7 +78,7 @@ def service(tiny_gguf):
     tts = TTS(talker, mmproj, threads=2, codec_weights="f32")
     engine = BreakableTTS(tts)
     # a text stream that is not cancelled holds the model for the hour: the next client would time out
-    started = WyomingService.start(lambda: engine, WyomingOptions(engine_options={"seed": SEED}, text_timeout=3600))
+    started = WyomingService.start(lambda: engine, WyomingOptions(request=Request(seed=SEED), text_timeout=3600))
     yield started
     started.close()
     tts.close()
@@ -378,7 +379,7 @@ def base_model(tiny_gguf, tmp_path_factory):
 def test_every_voice_file_of_the_folder_is_a_voice(base_model):
     tts, folder = base_model
     cloned = WyomingService.start(
-        lambda: Borrowed(tts), WyomingOptions(engine_options={"seed": SEED}), voice_folder=folder
+        lambda: Borrowed(tts), WyomingOptions(request=Request(seed=SEED)), voice_folder=folder
     )
 
     try:
@@ -386,7 +387,7 @@ def test_every_voice_file_of_the_folder_is_a_voice(base_model):
         voices = info.tts[0].voices
         assert [(v.name, v.description) for v in voices] == [("me", "me (cloned voice)")]
         voice = kazetts.Voice.load(folder / "me.voice")
-        assert audio(events) == pcm16(tts.synthesize("Hello.", speaker_embedding=voice.x_vector, seed=SEED).audio)
+        assert audio(events) == pcm16(tts.synthesize("Hello.", xvector=voice.x_vector, seed=SEED).audio)
     finally:
         cloned.close()
 
@@ -408,9 +409,7 @@ def test_presets_are_voices_of_a_voice_design_model(tiny_gguf, tmp_path):
     tts = TTS(talker, mmproj, threads=2, codec_weights="f32")
     path = tmp_path / "presets.json"
     path.write_text(json.dumps({"calm": "A calm, low voice.", "bright": "A bright and quick voice."}))
-    designed = WyomingService.start(
-        lambda: tts, WyomingOptions(engine_options={"seed": SEED}), presets=load_presets(path)
-    )
+    designed = WyomingService.start(lambda: tts, WyomingOptions(request=Request(seed=SEED)), presets=load_presets(path))
 
     try:
         info, events = serve(designed, lambda port: describe_then_say(port, "Hello.", "bright"))

@@ -18,8 +18,9 @@ from kazetts.request import (
     MAX_SPEED,
     MAX_THREADS,
     MIN_SPEED,
+    OLD_NAMES,
     OPTIONS,
-    Sampling,
+    Request,
     check_option,
     check_speed,
     shown,
@@ -66,22 +67,35 @@ def sampling_option(name: str):
     return checked_number(lambda value: check_option(name, value), integer=name in INT_OPTIONS)
 
 
+def option(name: str) -> str:
+    """A Request field's command-line option: --cp-top-k for cp_top_k."""
+    return "--" + name.replace("_", "-")
+
+
+def add_old_option(p: argparse.ArgumentParser, new: str, **kwargs) -> None:
+    """The option of a field's old name (kazetts.request.OLD_NAMES), still taken, not listed."""
+    old = next(old for old, name in OLD_NAMES.items() if name == new)
+    p.add_argument(option(old), dest=new, help=argparse.SUPPRESS, **kwargs)
+
+
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
-    """--temperature, --top-k, --top-p, --repetition-penalty and --subtalker-*: the engine's
-    sampling options (kazetts.request.Sampling); not given, the reference's defaults."""
-    defaults = Sampling()
+    """--temperature, --top-k, --top-p, --repetition-penalty and --cp-*: the engine's sampling
+    options (kazetts.Request's fields; --subtalker-* still taken); not given, the reference's
+    defaults."""
     for name, (_, valid) in OPTIONS.items():
-        stage = "code predictor (codebooks 1..15)" if name.startswith("subtalker_") else "talker (codebook 0)"
+        stage = "code predictor (codebooks 1..15)" if name.startswith("cp_") else "talker (codebook 0)"
         p.add_argument(
-            "--" + name.replace("_", "-"),
+            option(name),
             type=sampling_option(name),
             default=None,
-            help=f"{stage} sampling: {valid} (default {getattr(defaults, name):g})",
+            help=f"{stage} sampling: {valid} (default {getattr(Request(), name):g})",
         )
+        if name in OLD_NAMES.values():
+            add_old_option(p, name, type=sampling_option(name), default=None)
 
 
 def sampling_options(args: argparse.Namespace) -> dict:
-    """The sampling options given on the command line, as engine keyword arguments."""
+    """The sampling options given on the command line, as kazetts.Request fields."""
     return {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
 
 
@@ -162,38 +176,40 @@ class _Progress:
 
 def _say(args: argparse.Namespace) -> int:
     text = _read_text(args)
-    embedding = _load_embedding(args.speaker_embedding) if args.speaker_embedding else None
+    xvector = _load_xvector(args.xvector) if args.xvector else None
     to_stdout = str(args.output) == "-"
     report_to = sys.stderr if to_stdout or stream_fd(args.output) == 1 else sys.stdout
-    inputs = [args.text_file, args.speaker_embedding, args.voice, args.ref_audio, *model_inputs(args.model)]
+    inputs = [args.text_file, args.xvector, args.voice, args.ref_audio, *model_inputs(args.model)]
     sink = _StdoutSink() if to_stdout else _FileSink(pathlib.Path(args.output), inputs)
     try:
         tts = engine(args, args.codec)
-        options = dict(
-            speaker=args.speaker,
-            language=args.language,
-            instruct=args.instruct,
-            greedy=args.greedy,
-            seed=args.seed,
-            max_frames=args.max_frames,
-            text_streaming=not args.no_text_streaming,
-            ref_audio=args.ref_audio,
-            ref_text=args.ref_text,
-            ref_silence=args.ref_silence,
-            x_vector_only=True if args.x_vector_only else None,
-            speed=args.speed,
-            **sampling_options(args),
-        )
+        voice = None
         if args.voice:
             from kazetts.engine.voice import Voice
 
-            options["voice"] = Voice.load(args.voice)
-        timings: dict = {}
+            voice = Voice.load(args.voice)
+        request = Request(
+            speaker=args.speaker,
+            language=args.language,
+            instruct=args.instruct,
+            xvector=xvector,
+            voice=voice,
+            ref_audio=args.ref_audio,
+            ref_text=args.ref_text,
+            xvector_only=True if args.xvector_only else None,
+            ref_silence=args.ref_silence,
+            text_streaming=not args.no_text_streaming,
+            greedy=args.greedy,
+            seed=args.seed,
+            max_frames=args.max_frames,
+            chunk_frames=args.chunk_frames,
+            speed=args.speed,
+            **sampling_options(args),
+        )
         progress = _Progress(sys.stderr.isatty() or args.verbose, sys.stderr.isatty())
+        stream = tts.stream(text, request)
         try:
-            for chunk in tts.stream(
-                text, speaker_embedding=embedding, timings=timings, chunk_frames=args.chunk_frames, **options
-            ):
+            for chunk in stream:
                 sink.write(chunk.audio, tts.sample_rate)
                 progress.update(chunk.frames)
         finally:
@@ -201,6 +217,7 @@ def _say(args: argparse.Namespace) -> int:
         sink.commit()
     finally:
         sink.discard()
+    timings = stream.timings
     frames = timings.get("frames", 0)
     audio_s = sink.samples / tts.sample_rate
     report = (
@@ -244,11 +261,11 @@ def _utf8(data: bytes, what: str) -> str:
         ) from None
 
 
-def _load_embedding(path: str) -> np.ndarray:
+def _load_xvector(path: str) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as e:
-        raise ValueError(f"--speaker-embedding {path}: not a .npy array ({e})") from None
+        raise ValueError(f"--xvector {path}: not a .npy array ({e})") from None
 
 
 class _FileSink:
@@ -364,15 +381,17 @@ def register(sub) -> None:
     s.add_argument("--speaker", default=None)
     s.add_argument("--language", default="auto")
     s.add_argument("--instruct", default=None, help="voice description (VoiceDesign, 1.7B CustomVoice)")
-    s.add_argument("--speaker-embedding", default=None, help=".npy x-vector for Base models")
+    s.add_argument("--xvector", default=None, help=".npy x-vector of the voice (Base models)")
+    add_old_option(s, "xvector", default=None)
     s.add_argument("--seed", type=int_in(0, MAX_SEED), default=None, help=f"sampling seed, 0..{MAX_SEED}")
     s.add_argument("--voice", default=None, help="cloned voice file from `kazetts enroll` (Base models)")
     s.add_argument("--ref-audio", default=None, help="reference recording to clone on the fly (Base models)")
     s.add_argument("--ref-text", default=None, help="the words said in --ref-audio (ICL cloning)")
     add_ref_silence_argument(s)
     s.add_argument(
-        "--x-vector-only", action="store_true", help="clone from the x-vector alone, even with a reference text"
+        "--xvector-only", action="store_true", help="clone from the x-vector alone, even with a reference text"
     )
+    add_old_option(s, "xvector_only", action="store_true")
     s.add_argument("--greedy", action="store_true", help="argmax decoding (what the goldens check)")
     s.add_argument(
         "--speed",

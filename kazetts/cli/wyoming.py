@@ -10,7 +10,7 @@ import sys
 from urllib.parse import urlparse
 
 from kazetts.cli.say import add_model_arguments, add_sampling_arguments, engine, int_in, sampling_options
-from kazetts.request import MAX_SEED
+from kazetts.request import MAX_SEED, Request
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -32,9 +32,13 @@ def _wyoming(args: argparse.Namespace) -> int:
         default_voice=args.voice,
         language=args.language,
         max_queue=args.queue,
-        chunk_frames=args.chunk_frames,
-        max_frames=args.max_frames,
-        engine_options=dict(seed=args.seed, greedy=args.greedy, **sampling_options(args)),
+        request=Request(
+            seed=args.seed,
+            greedy=args.greedy,
+            chunk_frames=args.chunk_frames,
+            max_frames=args.max_frames,
+            **sampling_options(args),
+        ),
     )
     tts = engine(args, args.codec)  # here, so that a bad model is a one-line error before anything listens
     service = WyomingService.start(lambda: tts, options, args.voices, presets)

@@ -4,8 +4,11 @@ What an app gets through the C ABI or the JNI bridge, bound with ctypes so the t
 against the Python engine (`kazetts.TTS`): same request and seed, same codes and samples.
 
     tts = NativeTTS(talker, mmproj, threads=2)
-    r = tts.synthesize("Bonjour !", speaker="vivian", language="french", seed=3)
+    r = tts.synthesize("Bonjour !", speaker="vivian", language="french", seed=3)  # or a kazetts.Request
     r.audio, r.codes, r.stop_reason, r.timings
+
+kazetts.Request's fields are kz_tts_request's, under the same names; `c_request` builds the one
+from the other.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from kazetts import native
 from kazetts.engine.voice import NativeVoice
-from kazetts.request import OPTIONS
+from kazetts.request import MAX_SEED, Request, request_fields
 
 CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")
@@ -121,58 +124,41 @@ def _utf8(s: str | None) -> bytes | None:
     return s.encode("utf-8") if s else None
 
 
-# the Python engine's sampling keywords (kazetts.request.Sampling) -> kz_tts_request fields
-SAMPLING_FIELDS = {name: name.replace("subtalker_", "cp_") for name in OPTIONS}
-
-
-def request(
-    speaker: str | None = None,
-    language: str = "auto",
-    instruct: str | None = None,
-    speaker_embedding: np.ndarray | None = None,
-    text_streaming: bool = True,
-    greedy: bool = False,
-    seed: int | None = None,
-    max_frames: int | None = None,
-    chunk_frames: int = 4,
-    min_frames: int | None = None,
-    voice=None,
-    x_vector_only: bool | None = None,
-    speed: float = 1.0,
-    **sampling,
-) -> tuple[native.TtsRequest, list]:
-    """A kz_tts_request from the Python engine's keyword arguments (`kazetts.TTS.stream`'s, with
-    its sampling options: temperature, top_k, top_p, repetition_penalty, subtalker_*), plus the
-    native engine's own `min_frames` (None: the library's default, the reference's 2) and a
-    `voice` (a kazetts.Voice, with `x_vector_only` as in TTS.stream); returns
-    it with the buffers it points to (keep them alive). The values go to the native checks as
-    given: the library refuses bad ones."""
+def c_request(**fields) -> tuple[native.TtsRequest, list]:
+    """A kz_tts_request from kazetts.Request fields (the same names), kz_tts_default_request's
+    for those not given; returns it with the buffers it points to (keep them alive). The values go
+    to the native checks as given: the library refuses bad ones. A `voice` (kazetts.Voice) goes in
+    as a kz_voice; the Python engine's own fields (ref_audio, ref_text, ref_codes, ref_silence)
+    are a ValueError: the native engine clones from a voice only."""
     r = lib().kz_tts_default_request()
     keep: list = []
-    r.speaker, r.language, r.instruct = _utf8(speaker), _utf8(language), _utf8(instruct)
-    if speaker_embedding is not None:
-        x = np.ascontiguousarray(speaker_embedding, dtype=np.float32).reshape(-1)
-        keep.append(x)
-        r.xvector = native.ptr(x)
-        r.xvector_len = x.size
-    if voice is not None:
-        native_voice = NativeVoice.of(voice)
-        keep.append(native_voice)
-        r.voice = native_voice._handle
-    if x_vector_only is not None:
-        r.xvector_only = int(bool(x_vector_only))
-    r.speed = speed
-    r.text_streaming, r.greedy = int(text_streaming), int(greedy)
-    r.seed = -1 if seed is None else int(seed) & (2**63 - 1)
-    r.max_frames = 0 if max_frames is None else int(max_frames)
-    r.chunk_frames = int(chunk_frames)
-    if min_frames is not None:
-        r.min_frames = int(min_frames)
-    for name, value in sampling.items():
-        if name not in SAMPLING_FIELDS:
-            raise TypeError(f"unknown request option {name!r}; the sampling options are {', '.join(SAMPLING_FIELDS)}")
-        setattr(r, SAMPLING_FIELDS[name], value)
+    for name, value in fields.items():
+        if name in ("speaker", "language", "instruct"):
+            setattr(r, name, _utf8(value))
+        elif name == "xvector":
+            if value is not None:
+                x = np.ascontiguousarray(value, dtype=np.float32).reshape(-1)
+                keep.append(x)
+                r.xvector, r.xvector_len = native.ptr(x), x.size
+        elif name == "voice":
+            if value is not None:
+                keep.append(NativeVoice.of(value))
+                r.voice = keep[-1]._handle
+        elif name == "xvector_only":
+            r.xvector_only = -1 if value is None else int(bool(value))
+        elif name == "seed":
+            r.seed = -1 if value is None else int(value) & MAX_SEED
+        elif name == "max_frames":
+            r.max_frames = 0 if value is None else int(value)
+        elif name in NATIVE_FIELDS:
+            setattr(r, name, value)
+        else:
+            raise ValueError(f"the native engine takes no {name}: it is the Python engine's (kazetts.TTS)")
     return r, keep
+
+
+# the fields of kazetts.Request the native engine has (kz_tts_request's, under the same names)
+NATIVE_FIELDS = frozenset(name for name, _ in native.TtsRequest._fields_) - {"struct_size", "xvector_len"}
 
 
 @dataclass
@@ -228,11 +214,17 @@ class NativeTTS(native.NativeHandle):
         self._lib.kz_tts_cancel(self._handle)
 
     def synthesize(
-        self, text: str, on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None, **options
+        self,
+        text: str,
+        request: Request | None = None,
+        on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None,
+        **options,
     ) -> Synthesis:
         """The whole request; `on_chunk(audio, codes, frames_total)` (optional) sees every chunk
-        and returns False to stop. Options as `kazetts.TTS.stream` (see `request`)."""
-        r, keep = request(**options)
+        and returns False to stop. `request` and the options as `kazetts.TTS.stream`'s (but for
+        the Python engine's own: voice cloning, speed); the options are not checked here but by
+        the library, whose checks the tests hold against the Python ones."""
+        r, keep = c_request(**request_fields(request, options, stacklevel=2))
         callback, audio, chunks = _collector(on_chunk)
         res = NativeResult()
         res.struct_size = ctypes.sizeof(NativeResult)
@@ -245,12 +237,16 @@ class NativeTTS(native.NativeHandle):
         return self._synthesis(res, audio, chunks)
 
     def stream_text(
-        self, chunks, on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None, **options
+        self,
+        chunks,
+        request: Request | None = None,
+        on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None,
+        **options,
     ) -> Synthesis:
         """A text stream (kz_tts_stream_*): `chunks` (str or UTF-8 bytes, cut anywhere) pushed in
         order from this thread while the stream's worker says them; then finish. `on_chunk` as
-        `synthesize`'s, called on the worker thread. Options as `synthesize`."""
-        r, keep = request(**options)
+        `synthesize`'s, called on the worker thread. `request` and the options as `synthesize`'s."""
+        r, keep = c_request(**request_fields(request, options, stacklevel=2))
         callback, audio, collected = _collector(on_chunk)
         err = native.error_buffer()
         stream = self._lib.kz_tts_stream_begin(self._handle, ctypes.byref(r), callback, None, err, len(err))

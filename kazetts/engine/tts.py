@@ -23,30 +23,18 @@ import pathlib
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
-from typing import Iterator
+from dataclasses import dataclass, field, replace
+from typing import AsyncIterator, Iterator
 
 import numpy as np
 
 from kazetts import native
 from kazetts.errors import BusyError, KazettsError, ModelFileError
-from kazetts.request import (
-    MAX_SEED,
-    MAX_THREADS,
-    REPETITION_PENALTY,
-    TEMPERATURE,
-    TOP_K,
-    TOP_P,
-    Sampling,
-    check_speed,
-    check_text_length,
-    shown,
-)
+from kazetts.request import MAX_THREADS, Request, check_int, check_text_length, make_request
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
 from kazetts.stages.codec import CodecDecoder
-from kazetts.stages.audio_input import check_ref_silence
 from kazetts.stages.codec_encoder import CodecEncoder
 from kazetts.stages.prompt import (
     ROLE_TOKENS,
@@ -75,7 +63,23 @@ MIN_CONTEXT = 16  # talker positions: the native engine's floor too (kz_tts_load
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 NO_CODEC_ENCODER = (
     "this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
-    "does): ICL cloning needs the reference's codec codes; use x_vector_only=True"
+    "does): ICL cloning needs the reference's codec codes; use xvector_only=True"
+)
+# the lists the engine used to fill in, and where their figures are now
+OLD_FIGURES = {
+    "timings": "read the stream's timings (tts.stream(...).timings) or synthesize's Result.timings",
+    "codes_out": "each AudioChunk carries its codes (chunk.codes); synthesize's Result.codes",
+    "stopped_by": "read the stream's stopped_by (tts.stream(...).stopped_by) or synthesize's Result.stopped_by",
+}
+# what text streamed in cannot take: voice cloning but by an x-vector, the non-streaming text mode
+STREAMED_TEXT_TAKES_NO = (
+    "voice",
+    "ref_audio",
+    "ref_text",
+    "xvector_only",
+    "ref_codes",
+    "ref_silence",
+    "text_streaming",
 )
 
 
@@ -103,6 +107,9 @@ class AudioChunk:
     audio: np.ndarray  # float32 PCM
     piece: int  # index of the text piece it belongs to
     frames: int  # frames decoded so far in the whole request
+    codes: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, 16), np.int32)
+    )  # int32 [n, 16]: frames decoded since the last chunk
 
 
 @dataclass
@@ -114,14 +121,40 @@ class Result:
     stopped_by: list[str] = field(default_factory=list)  # per piece: "eos" or "max_frames"
 
 
-def check_int(name: str, value, low: int, high: int | None = None) -> int:
-    """`value` as an int in low..high, else a ValueError naming the argument and the range."""
-    valid = f"{low}..{high}" if high is not None else f">= {low}"
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer {valid}, got {shown(value)}")
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} must be {valid}, got {shown(value)}")
-    return int(value)
+class Stream:
+    """What `TTS.stream` and `TTS.stream_text` return: an iterator of AudioChunk (each with the
+    codes of its frames), and the request's figures as it runs: `stopped_by`, per piece said,
+    "eos" or "max_frames" (cut at its frame budget); `timings`, seconds per stage ("talker",
+    "code_predictor", "codec"), "first_chunk", and once the stream has ended "frames" and "wall".
+    `close()` ends the request between two chunks."""
+
+    def __init__(self, chunks: Iterator[AudioChunk], timings: dict, stopped_by: list):
+        self._chunks, self.timings, self.stopped_by = chunks, timings, stopped_by
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> AudioChunk:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        self._chunks.close()
+
+
+class AsyncStream:
+    """`TTS.stream_text` of an async iterator: Stream's figures, its chunks as an async iterator."""
+
+    def __init__(self, chunks: AsyncIterator[AudioChunk], timings: dict, stopped_by: list):
+        self._chunks, self.timings, self.stopped_by = chunks, timings, stopped_by
+
+    def __aiter__(self) -> "AsyncStream":
+        return self
+
+    async def __anext__(self) -> AudioChunk:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
 
 
 def _model_paths(talker, mmproj) -> tuple[str, str]:
@@ -312,21 +345,11 @@ class TTS:
             ref_silence=ref_silence,
         )
 
-    def _clone(
-        self,
-        voice: Voice | None,
-        ref_audio,
-        ref_text: str | None,
-        x_vector_only: bool | None,
-        ref_codes,
-        speaker,
-        speaker_embedding,
-        ref_silence,
-    ) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
-        """A request's (speaker embedding, ICL reference codes, ICL reference text): a cloned
-        voice's, else the request's own. x_vector_only None: ICL when there is a reference text,
-        else x-vector only."""
-        if check_ref_silence(ref_silence) and ref_audio is None:
+    def _clone(self, request: Request) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+        """A request's (x-vector, ICL reference codes, ICL reference text): a cloned voice's, else
+        the request's own. xvector_only None: ICL when there is a reference text, else x-vector only."""
+        voice, ref_audio, ref_text, ref_codes = request.voice, request.ref_audio, request.ref_text, request.ref_codes
+        if request.ref_silence and ref_audio is None:
             raise ValueError("ref_silence is appended to a ref_audio (a voice keeps the one it was enrolled with)")
         if voice is None and ref_audio is None:
             if ref_codes is not None or ref_text is not None:  # ICL asked for directly
@@ -336,19 +359,21 @@ class TTS:
                         "transcript), or a voice= or ref_audio= to clone"
                     )
                 self._require_base()
-                return speaker_embedding, ref_codes, ref_text
-            if x_vector_only is not None:
-                raise ValueError("x_vector_only needs a voice= or ref_audio= to clone")
-            return speaker_embedding, None, None
+                return request.xvector, ref_codes, ref_text
+            if request.xvector_only is not None:
+                raise ValueError("xvector_only needs a voice= or ref_audio= to clone")
+            return request.xvector, None, None
         if voice is not None and ref_audio is not None:
             raise ValueError("give either a voice or a ref_audio, not both")
         if ref_codes is not None:
             raise ValueError("ref_codes come from the voice or ref_audio: give only one of them")
-        if speaker or speaker_embedding is not None:
-            raise ValueError("a cloned voice replaces speaker= and speaker_embedding=: give only one of them")
+        if request.speaker or request.xvector is not None:
+            raise ValueError("a cloned voice replaces speaker= and xvector=: give only one of them")
         self._require_base()
         if voice is None:
-            voice = self.enroll(ref_audio, ref_text if x_vector_only is not True else None, ref_silence=ref_silence)
+            voice = self.enroll(
+                ref_audio, ref_text if request.xvector_only is not True else None, ref_silence=request.ref_silence
+            )
         else:
             if not isinstance(voice, Voice):
                 raise ValueError(
@@ -357,39 +382,29 @@ class TTS:
             if ref_text is not None:
                 raise ValueError("a voice carries its own ref_text: enroll it with the text instead")
             self.model_fingerprint.check(voice.model)
-        icl = x_vector_only is False or (x_vector_only is None and bool(voice.ref_text))
+        icl = request.xvector_only is False or (request.xvector_only is None and bool(voice.ref_text))
         if icl:
             if not voice.ref_text:
-                raise ValueError("ICL cloning (x_vector_only=False) needs ref_text, the words said in the reference")
+                raise ValueError("ICL cloning (xvector_only=False) needs ref_text, the words said in the reference")
             if voice.ref_codes is None:
                 raise ValueError(NO_CODEC_ENCODER)
             return voice.x_vector, voice.ref_codes, voice.ref_text
         return voice.x_vector, None, None
 
     # -- requests -------------------------------------------------------------------------------
-    def _prompts(
-        self,
-        text: str,
-        speaker,
-        language,
-        instruct,
-        speaker_embedding,
-        text_streaming,
-        max_frames,
-        ref_codes=None,
-        ref_text=None,
-    ) -> list[tuple[Prompt, int]]:
+    def _prompts(self, text: str, request: Request, xvector, ref_codes=None, ref_text=None) -> list[tuple[Prompt, int]]:
+        """Every piece's prompt and frame budget; `xvector`, `ref_codes`, `ref_text` as _clone gives them."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         check_text_length(text)
         if not text.strip():
             raise ValueError("empty text: there is nothing to say")
-        if instruct is not None and not isinstance(instruct, str):
-            raise ValueError(f"instruct must be a string, got {type(instruct).__name__}")
-        if max_frames is not None:
-            check_int("max_frames", max_frames, 1)
-        if not isinstance(text_streaming, (bool, np.bool_)):
-            raise ValueError(f"text_streaming must be True or False, got {shown(text_streaming)}")
+        speaker, language, instruct, max_frames = (
+            request.speaker,
+            request.language,
+            request.instruct,
+            request.max_frames,
+        )
         instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
         icl = ref_codes is not None  # with its ref_text and x-vector (TTS._clone checks them)
         if icl:
@@ -405,11 +420,11 @@ class TTS:
                     ids,
                     ref_ids,
                     ref_frames,
-                    speaker_embedding,
+                    xvector,
                     language=language,
                     speaker=speaker,
                     instruct_ids=instruct_ids,
-                    text_streaming=text_streaming,
+                    text_streaming=request.text_streaming,
                 )
             else:
                 prompt = build_prompt(
@@ -418,8 +433,8 @@ class TTS:
                     language=language,
                     speaker=speaker,
                     instruct_ids=instruct_ids,
-                    speaker_embedding=speaker_embedding,
-                    text_streaming=text_streaming,
+                    speaker_embedding=xvector,
+                    text_streaming=request.text_streaming,
                 )
             budget = frame_budget(len(ids), max_frames, len(prompt.prefill), self.talker.n_ctx)
             if budget < 1 and icl:
@@ -433,93 +448,50 @@ class TTS:
             prompts.append((prompt, budget))
         return prompts
 
-    def stream(
-        self,
-        text: str,
-        speaker: str | None = None,
-        language: str = "auto",
-        instruct: str | None = None,
-        speaker_embedding: np.ndarray | None = None,
-        text_streaming: bool = True,
-        greedy: bool = False,
-        seed: int | None = None,
-        max_frames: int | None = None,
-        chunk_frames: int = 4,
-        voice: Voice | None = None,
-        ref_audio=None,
-        ref_text: str | None = None,
-        x_vector_only: bool | None = None,
-        ref_codes: np.ndarray | None = None,
-        ref_silence: float = 0.0,
-        timings: dict | None = None,
-        codes_out: list | None = None,
-        stopped_by: list | None = None,
-        temperature: float = TEMPERATURE,
-        top_k: int = TOP_K,
-        top_p: float = TOP_P,
-        repetition_penalty: float = REPETITION_PENALTY,
-        subtalker_temperature: float = TEMPERATURE,
-        subtalker_top_k: int = TOP_K,
-        subtalker_top_p: float = TOP_P,
-        speed: float = 1.0,
-    ) -> Iterator[AudioChunk]:
+    def stream(self, text: str, request: Request | None = None, **options) -> Stream:
         """Yields audio as frames are decoded: a piece's first frame alone (the first audio comes
         as early as it can), then every `chunk_frames` frames (the codec runs faster on several).
 
-        Sampling takes the reference's generate options (kazetts.request.Sampling):
-        temperature (> 0), top_k (>= 0, 0: off), top_p (in (0, 1]) and repetition_penalty (> 0)
-        for the talker's codebook 0, subtalker_* for the code predictor's 1..15; greedy=True is
-        argmax after the repetition penalty. `seed` makes sampling reproducible. `speed`
-        (MIN_SPEED..MAX_SPEED) time-stretches the audio, pitch kept (kazetts.engine.time_stretch,
-        as the server's); the codes are those of speed 1.
+        `request` (a kazetts.Request; None: the defaults) says how: the voice, voice cloning,
+        sampling, seed, frame limits and `speed`; keyword `options` are Request fields that
+        override its own, e.g. `tts.stream(text, speaker="vivian", seed=3)`. Returns a Stream: an
+        iterator of AudioChunk (each with the codes of its frames) whose `timings` and
+        `stopped_by` fill in as it runs. ICL cloning decodes every piece after the reference
+        frames (`prime_codec`), whose audio is dropped.
 
-        Base models clone a voice: `voice` (from enroll / Voice.load) or `ref_audio` (a path or
-        (array, sample_rate), enrolled on the fly) with an optional `ref_text`; x_vector_only
-        True is x-vector cloning, False ICL, None ICL when there is a reference text; `ref_silence`
-        as in `enroll` (seconds of silence appended to ref_audio, off by default). ICL can also
-        be asked for directly: `ref_codes` [T, 16] (`codec_encoder.encode` of the reference at 24
-        kHz), `ref_text` (its transcript) and `speaker_embedding` (its x-vector). ICL decodes every
-        piece after the reference frames (`prime_codec`), whose audio is dropped.
+        The whole request is checked (ValueError naming the field; TypeError for an unknown
+        option) when called, before any compute; BusyError once iterated if this TTS is serving
+        another request."""
+        request, timings, codes, stopped_by = self._open(request, options)
+        return Stream(
+            self._run(self._stream(text, request, timings, codes, stopped_by), request, codes), timings, stopped_by
+        )
 
-        The whole request is checked (ValueError) before any compute; BusyError if this TTS
-        is serving another request."""
-        sampling = Sampling(
-            greedy=greedy,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            subtalker_temperature=subtalker_temperature,
-            subtalker_top_k=subtalker_top_k,
-            subtalker_top_p=subtalker_top_p,
+    def _open(self, request: Request | None, options: dict) -> tuple[Request, dict, list, list]:
+        """stream's, stream_text's and synthesize's request (warnings name their caller's caller)
+        and the figures it fills in: timings, the codes of the frames delivered, stop reasons.
+        The lists the engine once filled in (OLD_FIGURES) are still filled, with a DeprecationWarning."""
+        figures = {name: options.pop(name) for name in OLD_FIGURES if name in options}
+        for name in figures:
+            warnings.warn(f"{name}= is deprecated: {OLD_FIGURES[name]}", DeprecationWarning, stacklevel=3)
+        request = make_request(request, options, stacklevel=3)
+        timings = figures.get("timings")
+        return (
+            request,
+            timings if timings is not None else {},
+            figures.get("codes_out") if figures.get("codes_out") is not None else [],
+            figures.get("stopped_by") if figures.get("stopped_by") is not None else [],
         )
-        yield from self._one_request(
-            stretch_chunks(
-                self._stream(
-                    text,
-                    speaker,
-                    language,
-                    instruct,
-                    speaker_embedding,
-                    text_streaming,
-                    sampling,
-                    seed,
-                    max_frames,
-                    chunk_frames,
-                    timings,
-                    codes_out,
-                    stopped_by,
-                    voice,
-                    ref_audio,
-                    ref_text,
-                    x_vector_only,
-                    ref_codes,
-                    ref_silence,
-                ),
-                speed,
-                self.sample_rate,
-            )
-        )
+
+    def _run(self, chunks: Iterator[AudioChunk], request: Request, codes: list) -> Iterator[AudioChunk]:
+        """A request's chunks at its speed, each given the codes decoded since the chunk before
+        (`codes`: every frame delivered so far; the time-stretch holds chunks back and adds a last
+        one), while holding this TTS."""
+        sent = 0
+        for chunk in self._one_request(stretch_chunks(chunks, request.speed, self.sample_rate)):
+            new = np.array(codes[sent : chunk.frames], np.int32).reshape(-1, self.codec.n_codebooks)
+            sent = chunk.frames
+            yield replace(chunk, codes=new)
 
     def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         """Runs one request's generator while holding this TTS (BusyError if another holds it);
@@ -538,52 +510,23 @@ class TTS:
             if self._closed:
                 self._free()
 
-    def _samplers(self, sampling: Sampling, seed: int | None) -> tuple[native.Rng | None, TalkerSampler, NativeFrames]:
+    def _samplers(self, request: Request) -> tuple[native.Rng | None, TalkerSampler, NativeFrames]:
         """A request's random stream (None when greedy), CB0 sampler and code predictor frames."""
-        rng = None if sampling.greedy else native.Rng(seed)
+        rng = None if request.greedy else native.Rng(request.seed)
         sampler = TalkerSampler.for_talker(
-            self.talker.file.codec_vocab_size, self.voices.codec_eos, talker_config(sampling)
+            self.talker.file.codec_vocab_size, self.voices.codec_eos, talker_config(request)
         )
-        return rng, sampler, NativeFrames(self.code_predictor, code_predictor_config(sampling), rng)
+        return rng, sampler, NativeFrames(self.code_predictor, code_predictor_config(request), rng)
 
     def _check_open(self) -> None:
         """Between two chunks: a TTS closed during the request stops it."""
         if self._closed:
             raise KazettsError("this TTS was closed during the request")
 
-    def _stream(
-        self,
-        text,
-        speaker,
-        language,
-        instruct,
-        speaker_embedding,
-        text_streaming,
-        sampling,
-        seed,
-        max_frames,
-        chunk_frames,
-        timings,
-        codes_out,
-        stopped_by,
-        voice,
-        ref_audio,
-        ref_text,
-        x_vector_only,
-        ref_codes,
-        ref_silence,
-    ) -> Iterator[AudioChunk]:
-        check_int("chunk_frames", chunk_frames, 1)
-        if seed is not None:
-            check_int("seed", seed, 0, MAX_SEED)
-        speaker_embedding, ref_codes, ref_text = self._clone(
-            voice, ref_audio, ref_text, x_vector_only, ref_codes, speaker, speaker_embedding, ref_silence
-        )
-        prompts = self._prompts(
-            text, speaker, language, instruct, speaker_embedding, text_streaming, max_frames, ref_codes, ref_text
-        )
-        timings = timings if timings is not None else {}
-        rng, sampler, predictor = self._samplers(sampling, seed)
+    def _stream(self, text, request: Request, timings: dict, codes_out: list, stopped_by: list) -> Iterator[AudioChunk]:
+        xvector, ref_codes, ref_text = self._clone(request)
+        prompts = self._prompts(text, request, xvector, ref_codes, ref_text)
+        rng, sampler, predictor = self._samplers(request)
         with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
             for index, (prompt, budget) in enumerate(prompts):
                 last_piece = index + 1 == len(prompts)
@@ -594,23 +537,23 @@ class TTS:
                     prime_codec(self.codec, ref_codes)
                     timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
                 trace = TalkerTrace(record=False)
-                out.start_piece(chunk_frames)
+                out.start_piece(request.chunk_frames)
                 for codes in talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings):
                     self._check_open()
                     out.add(codes)
                     yield from out.chunks(index, last_piece)
                 yield from out.end_piece(index, last_piece)
-                _piece_ended(trace, f"{index + 1}/{len(prompts)}", budget, max_frames, stopped_by)
+                _piece_ended(trace, f"{index + 1}/{len(prompts)}", budget, request.max_frames, stopped_by)
         timings["frames"] = out.frames
         timings["wall"] = time.perf_counter() - out.start
 
-    def synthesize(self, text: str, **options) -> Result:
-        """The whole request at once; same arguments as `stream`."""
-        timings: dict = {}
-        codes: list = []
-        stopped: list = []
-        chunks = [c.audio for c in self.stream(text, timings=timings, codes_out=codes, stopped_by=stopped, **options)]
-        audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    def synthesize(self, text: str, request: Request | None = None, **options) -> Result:
+        """The whole request at once, `stream` collected (the same arguments, the same samples):
+        its audio, the codes of all its frames, per-frame `timings` (ms per frame of each stage,
+        first_chunk_seconds, wall_seconds, real_time_factor ...) and `stopped_by` per piece."""
+        request, timings, codes, stopped_by = self._open(request, options)
+        chunks = list(self._run(self._stream(text, request, timings, codes, stopped_by), request, codes))
+        audio = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
         frames = max(timings.get("frames", 0), 1)
         summary = {
             "frames": timings.get("frames", 0),
@@ -625,34 +568,12 @@ class TTS:
         return Result(
             audio.astype(np.float32),
             self.sample_rate,
-            np.stack(codes).astype(np.int32) if codes else np.zeros((0, 16), np.int32),
+            np.concatenate([c.codes for c in chunks]) if chunks else np.zeros((0, self.codec.n_codebooks), np.int32),
             summary,
-            stopped,
+            stopped_by,
         )
 
-    def stream_text(
-        self,
-        chunks,
-        speaker: str | None = None,
-        language: str = "auto",
-        instruct: str | None = None,
-        speaker_embedding: np.ndarray | None = None,
-        greedy: bool = False,
-        seed: int | None = None,
-        max_frames: int | None = None,
-        chunk_frames: int = 4,
-        timings: dict | None = None,
-        codes_out: list | None = None,
-        stopped_by: list | None = None,
-        temperature: float = TEMPERATURE,
-        top_k: int = TOP_K,
-        top_p: float = TOP_P,
-        repetition_penalty: float = REPETITION_PENALTY,
-        subtalker_temperature: float = TEMPERATURE,
-        subtalker_top_k: int = TOP_K,
-        subtalker_top_p: float = TOP_P,
-        speed: float = 1.0,
-    ):
+    def stream_text(self, chunks, request: Request | None = None, **options) -> Stream | AsyncStream:
         """Speaks text that is still being written: `chunks` is an iterator (or an async
         iterator) of str or UTF-8 bytes pieces, e.g. an LLM's deltas, cut anywhere.
 
@@ -660,63 +581,33 @@ class TTS:
         that no later text can change (kazetts.engine.text_stream), and waits for text when the
         talker catches up with it; so speech starts with the first word, nothing is dropped or
         reordered, and a text of up to PIECE_CHARS // 2 characters gives exactly the codes of
-        `stream(text)`. Yields AudioChunk like `stream` (an async iterator for async input);
-        audio already decoded is sent before waiting for text. The voice, sampling and `speed`
-        options (as `stream`'s) are checked here, before any text is read."""
-        sampling = Sampling(
-            greedy=greedy,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            subtalker_temperature=subtalker_temperature,
-            subtalker_top_k=subtalker_top_k,
-            subtalker_top_p=subtalker_top_p,
-        )
-        check_int("chunk_frames", chunk_frames, 1)
-        if seed is not None:
-            check_int("seed", seed, 0, MAX_SEED)
-        speed = check_speed(speed)
-        self._prompts("a", speaker, language, instruct, speaker_embedding, True, max_frames)
-        options = dict(
-            speaker=speaker,
-            language=language,
-            instruct=instruct,
-            speaker_embedding=speaker_embedding,
-            sampling=sampling,
-            seed=seed,
-            max_frames=max_frames,
-            chunk_frames=chunk_frames,
-            timings=timings if timings is not None else {},
-            codes_out=codes_out,
-            stopped_by=stopped_by,
-        )
+        `stream(text)`. Returns a Stream like `stream` (an AsyncStream for async input); audio
+        already decoded is sent before waiting for text. `request` and the options as `stream`'s,
+        but for voice cloning (a cloned voice speaks by its `xvector`) and text_streaming (always
+        on); checked here, before any text is read."""
+        request, timings, codes, stopped_by = self._open(request, options)
+        for name in STREAMED_TEXT_TAKES_NO:
+            if name in request.changed():
+                raise ValueError(
+                    f"stream_text takes no {name}: text streamed in speaks with a speaker, an instruct or an "
+                    "xvector (a cloned voice's x-vector: xvector=voice.x_vector), in the streaming text mode"
+                )
+        self._prompts("a", request, request.xvector)
 
-        def request(sync_chunks):
-            return self._one_request(stretch_chunks(self._stream_text(sync_chunks, **options), speed, self.sample_rate))
+        def run(sync_chunks):
+            return self._run(self._stream_text(sync_chunks, request, timings, codes, stopped_by), request, codes)
 
         if hasattr(chunks, "__aiter__"):
-            return run_with_async_chunks(request, chunks)
-        return request(chunks)
+            return AsyncStream(run_with_async_chunks(run, chunks), timings, stopped_by)
+        return Stream(run(chunks), timings, stopped_by)
 
     def _stream_text(
-        self,
-        chunks,
-        speaker,
-        language,
-        instruct,
-        speaker_embedding,
-        sampling,
-        seed,
-        max_frames,
-        chunk_frames,
-        timings,
-        codes_out,
-        stopped_by,
+        self, chunks, request: Request, timings: dict, codes_out: list, stopped_by: list
     ) -> Iterator[AudioChunk]:
-        instruct_ids = self.talker.tokenize(instruct_text(instruct)) if instruct else None
+        max_frames = request.max_frames
+        instruct_ids = self.talker.tokenize(instruct_text(request.instruct)) if request.instruct else None
         pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
-        rng, sampler, predictor = self._samplers(sampling, seed)
+        rng, sampler, predictor = self._samplers(request)
         index = -1
         with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
             while pieces.next_piece():
@@ -725,10 +616,10 @@ class TTS:
                     build_prompt(
                         self.talker.file,
                         pieces.chat_ids(),
-                        language=language,
-                        speaker=speaker,
+                        language=request.language,
+                        speaker=request.speaker,
                         instruct_ids=instruct_ids,
-                        speaker_embedding=speaker_embedding,
+                        speaker_embedding=request.xvector,
                     ),
                     pieces,
                     self.talker.file,
@@ -739,7 +630,7 @@ class TTS:
                     raise ValueError(f"text too long for the talker context of {n_ctx}")
                 self.codec.reset()  # idle between pieces
                 trace, produced, budget = TalkerTrace(record=False), 0, None
-                out.start_piece(chunk_frames)
+                out.start_piece(request.chunk_frames)
                 frames = talker_frames(self.talker, prompt, sampler, predictor, room, rng, trace, timings)
                 # the last piece is not known in advance: the joiner holds every crossfade tail back
                 for codes in frames:

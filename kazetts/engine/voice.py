@@ -38,7 +38,8 @@ import numpy as np
 
 from kazetts import native
 from kazetts.engine.output_file import OutputFile
-from kazetts.stages.audio_input import SAMPLE_RATE, append_silence, check_ref_silence, reference_audio
+from kazetts.request import check_ref_silence
+from kazetts.stages.audio_input import SAMPLE_RATE, append_silence, reference_audio
 
 _CODEBOOKS = 16
 

@@ -127,11 +127,10 @@ class Server:
 
 
 # -- producing audio (runs in the worker thread) ----------------------------------------------------
-def _audio_events(
-    request: SpeechRequest, chunks: Iterator, tts, text: Callable[[], str], timings: dict
-) -> Iterator[tuple[str, Any]]:
-    """AudioChunks (already at the request's speed: the engine stretches them) -> (AUDIO, encoded
-    bytes) as they come, then (DONE, stats); the input tokens are those of `text()`, the text said."""
+def _audio_events(request: SpeechRequest, chunks, tts, text: Callable[[], str]) -> Iterator[tuple[str, Any]]:
+    """A Stream's AudioChunks (already at the request's speed: the engine stretches them) ->
+    (AUDIO, encoded bytes) as they come, then (DONE, stats); the input tokens are those of
+    `text()`, the text said."""
     encoder, samples = Encoder(request.response_format, tts.sample_rate), 0
     for chunk in chunks:
         samples += len(chunk.audio)
@@ -145,24 +144,19 @@ def _audio_events(
         DONE,
         {
             "input_tokens": len(tts.talker.tokenize(text())),
-            "output_tokens": timings.get("frames", 0),
+            "output_tokens": chunks.timings.get("frames", 0),
             "audio_seconds": samples / tts.sample_rate,
-            "wall_seconds": timings.get("wall", 0.0),
+            "wall_seconds": chunks.timings.get("wall", 0.0),
         },
     )
 
 
 def speech_producer(request: SpeechRequest, options: ServerOptions) -> Callable[[Any], Iterator]:
     def produce(tts) -> Iterator[tuple[str, Any]]:
-        timings: dict = {}
         chunks = tts.stream(
-            request.input,
-            chunk_frames=options.chunk_frames,
-            max_frames=options.max_frames,
-            timings=timings,
-            **request.engine_options(),
+            request.input, request.engine_request, chunk_frames=options.chunk_frames, max_frames=options.max_frames
         )
-        yield from _audio_events(request, chunks, tts, lambda: request.input, timings)
+        yield from _audio_events(request, chunks, tts, lambda: request.input)
 
     return produce
 
@@ -171,7 +165,6 @@ def text_stream_producer(request: SpeechRequest, texts: TextFeed, options: Serve
     """The text stream's work: the text arrives in `texts`, each piece also kept in `said` (usage)."""
 
     def produce(tts) -> Iterator[tuple[str, Any]]:
-        timings: dict = {}
         said: list[str] = []
 
         def recorded(chunks: Iterator[str]) -> Iterator[str]:
@@ -181,12 +174,11 @@ def text_stream_producer(request: SpeechRequest, texts: TextFeed, options: Serve
 
         audio = tts.stream_text(
             recorded(texts.chunks(options.text_timeout)),
+            request.engine_request,
             chunk_frames=options.chunk_frames,
             max_frames=options.max_frames,
-            timings=timings,
-            **request.engine_options(),
         )
-        yield from _audio_events(request, audio, tts, lambda: "".join(said), timings)
+        yield from _audio_events(request, audio, tts, lambda: "".join(said))
 
     return produce
 

@@ -2,22 +2,21 @@
 checked field by field into a SpeechRequest; every refusal is a 400 naming the field.
 
 OpenAI's fields: model, input, voice (a name, or {"id": ...}), instructions, response_format,
-speed, stream_format; kazetts' extensions: language, seed, the sampling options of the engine
-(temperature, top_k, top_p, repetition_penalty, subtalker_temperature, subtalker_top_k,
-subtalker_top_p: kazetts.request) and the aliases speaker = voice, instruct =
-instructions that other Qwen3-TTS servers take. Unknown fields are ignored, as
+speed, stream_format; kazetts' extensions, under kazetts.Request's names: language, seed, the
+sampling options of the engine (temperature, top_k, top_p, repetition_penalty, cp_temperature,
+cp_top_k, cp_top_p; the old names subtalker_* still taken), and the aliases speaker = voice,
+instruct = instructions that other Qwen3-TTS servers take. Unknown fields are ignored, as
 clients add their own (Kokoro's "stream", "lang_code" ...).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kazetts.request import INT_OPTIONS, MAX_SEED, OPTIONS, check_option, check_speed
+from kazetts.request import CHECKS, INT_OPTIONS, OLD_NAMES, OPTIONS, Request
 from kazetts.server.audio_formats import ALL_FORMATS
 from kazetts.server.errors import bad_request
 
@@ -48,26 +47,11 @@ def read_json(data: bytes | str, what: str) -> Any:
 @dataclass
 class SpeechRequest:
     input: str
-    voice: dict  # keyword arguments of TTS.stream for the voice: speaker=... or speaker_embedding=...
     voice_id: str | None
-    instructions: str | None
     response_format: str
-    speed: float
     stream_format: str
-    language: str
-    seed: int | None
     model: str
-    sampling: dict  # the sampling options given (engine keyword arguments); the others are the reference's
-
-    def engine_options(self) -> dict:
-        return dict(
-            language=self.language,
-            instruct=self.instructions,
-            seed=self.seed,
-            speed=self.speed,
-            **self.voice,
-            **self.sampling,
-        )
+    engine_request: Request  # the voice, language, instruct (OpenAI's instructions), seed, speed, sampling
 
 
 def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, aliases: tuple[str, ...] = ()) -> Any:
@@ -88,10 +72,11 @@ def _typed(body: dict, name: str, kind: type | tuple, default: Any = None, alias
     return default
 
 
-def _checked(name: str, check: Callable[[Any], Any], value: Any) -> Any:
-    """check(value) (kazetts.request's checks, shared with the engines), its ValueError a 400 naming the field."""
+def _checked(name: str, value: Any) -> Any:
+    """A kazetts.Request field checked as the engines check it (kazetts.request.CHECKS), its
+    ValueError a 400 naming the field."""
     try:
-        return check(value)
+        return CHECKS[name](value)
     except ValueError as error:
         raise bad_request(str(error), name, "invalid_value") from None
 
@@ -108,7 +93,7 @@ def parse_speech(
     text_required: bool = True,
 ) -> SpeechRequest:
     """Checks a decoded JSON body; `resolve_voice(name)` gives the engine's voice arguments or
-    raises the 400 for an unknown voice (see VoiceCatalog)."""
+    raises the 400 for an unknown voice (see VoiceCatalog), as kazetts.Request fields."""
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object", None, "invalid_json")
     text = _typed(body, "input", str)
@@ -132,7 +117,7 @@ def parse_speech(
         raise bad_request(
             f"response_format {fmt!r} {reason}; choose one of {formats}", "response_format", "unsupported_format"
         )
-    speed = _checked("speed", check_speed, _typed(body, "speed", (int, float), 1.0))
+    speed = _checked("speed", _typed(body, "speed", (int, float), 1.0))
     stream_format = _typed(body, "stream_format", str, "audio")
     if stream_format not in ("audio", "sse"):
         raise bad_request(
@@ -141,14 +126,13 @@ def parse_speech(
     language = _typed(body, "language", str, "auto").lower()
     if language not in languages:
         raise bad_request(f"unknown language {language!r}; choose one of {languages}", "language", "invalid_value")
-    seed = _typed(body, "seed", int)
-    if seed is not None and not 0 <= seed <= MAX_SEED:
-        raise bad_request(f"'seed' must be within 0..{MAX_SEED}", "seed", "invalid_value")
+    seed = _checked("seed", _typed(body, "seed", int))
     sampling = {}
     for name in OPTIONS:
-        value = _typed(body, name, int if name in INT_OPTIONS else (int, float))
+        old = tuple(old for old, new in OLD_NAMES.items() if new == name)
+        value = _typed(body, name, int if name in INT_OPTIONS else (int, float), aliases=old)
         if value is not None:
-            sampling[name] = _checked(name, functools.partial(check_option, name), value)
+            sampling[name] = _checked(name, value)
     instructions = _typed(body, "instructions", str, aliases=("instruct",))
     if instructions is not None and len(instructions) > max_input_chars:
         raise bad_request(
@@ -156,16 +140,14 @@ def parse_speech(
             "instructions",
             "string_above_max_length",
         )
+    fields = resolve_voice(voice)
+    if instructions and takes_instruct:
+        fields["instruct"] = instructions
     return SpeechRequest(
         input=text or "",
-        voice=resolve_voice(voice),
         voice_id=voice,
-        instructions=(instructions or None) if takes_instruct else None,
         response_format=fmt,
-        speed=speed,
         stream_format=stream_format,
-        language=language,
-        seed=seed,
         model=_typed(body, "model", str, "kazetts"),
-        sampling=sampling,
+        engine_request=Request(**fields, language=language, seed=seed, speed=speed, **sampling),
     )

@@ -86,7 +86,7 @@ class VoiceCatalog:
         if name.lower() in self.speakers:
             return {"speaker": name.lower()}
         if name in self._saved_names():
-            return {"speaker_embedding": self.saved.embedding(name)}
+            return {"xvector": self.saved.embedding(name)}
         if name in self.presets:
             return {"instruct": self.presets[name]}
         aliases = f" (or an OpenAI name for the default voice {self.default!r})" if self.aliases else ""

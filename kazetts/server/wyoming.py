@@ -33,6 +33,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
 from kazetts import __version__
+from kazetts.request import Request, make_request
 from kazetts.server.audio_formats import pcm16
 from kazetts.server.errors import ApiError, bad_request
 from kazetts.server.text_feed import TextFeed
@@ -70,10 +71,9 @@ class WyomingOptions:
     default_voice: str | None = None  # default: the first voice
     language: str = "auto"  # when a request names none
     max_queue: int = 8
-    chunk_frames: int = 4
-    max_frames: int | None = None  # frame cap per text piece (default: from the text's length)
     text_timeout: float = 60.0  # a text stream without text for this long is given up
-    engine_options: dict = field(default_factory=dict)  # seed, greedy, sampling: every request's (none carries them)
+    # every request's seed, sampling, chunk_frames, max_frames (no event carries them); an event gives the voice and language
+    request: Request = field(default_factory=Request)
 
 
 def language_codes(languages: list[str]) -> list[str]:
@@ -182,8 +182,8 @@ class WyomingService:
         return WyomingHandler(self, reader, writer)
 
     # -- requests (decided here, in the event loop, before the queue) ----------------------------
-    def engine_options(self, data: dict) -> dict:
-        """TTS keyword arguments for an event's voice {"name", "language"} (either may be absent: the defaults)."""
+    def request(self, data: dict) -> Request:
+        """The request of an event's voice {"name", "language"} (either may be absent: the defaults)."""
         voice = data.get("voice") or {}
         if not isinstance(voice, dict):
             raise bad_request('\'voice\' must be an object such as {"name": "vivian"}', "voice", "invalid_type")
@@ -193,13 +193,13 @@ class WyomingService:
                 raise bad_request(
                     f"the voice's '{key}' must be a string, got {type(value).__name__}", key, "invalid_type"
                 )
-        return {
-            **self.options.engine_options,
-            **self.voices.resolve(name),
-            "language": model_language(language or self.options.language, self.voices.languages),
-            "chunk_frames": self.options.chunk_frames,
-            "max_frames": self.options.max_frames,
-        }
+        return make_request(
+            self.options.request,
+            {
+                **self.voices.resolve(name),
+                "language": model_language(language or self.options.language, self.voices.languages),
+            },
+        )
 
     def synthesis(self, data: dict) -> Callable[[Any], Iterator]:
         """A `synthesize` event's work for the worker: the whole text, spoken as it is decoded."""
@@ -212,13 +212,13 @@ class WyomingService:
                 "text",
                 "empty_text",
             )
-        options = self.engine_options(data)
-        return lambda tts: _audio_events(tts.stream(text, **options))
+        request = self.request(data)
+        return lambda tts: _audio_events(tts.stream(text, request))
 
     def text_stream(self, data: dict, feed: TextFeed) -> Callable[[Any], Iterator]:
         """A `synthesize-start` event's work: the text of the chunks that follow, spoken as it arrives."""
-        options = self.engine_options(data)
-        return lambda tts: _audio_events(tts.stream_text(feed.chunks(self.options.text_timeout), **options))
+        request = self.request(data)
+        return lambda tts: _audio_events(tts.stream_text(feed.chunks(self.options.text_timeout), request))
 
     def submit(self, produce: Callable[[Any], Iterator]) -> Job:
         job = Job(produce)

@@ -20,7 +20,6 @@ import warnings
 
 import numpy as np
 
-from kazetts.request import MAX_REF_SILENCE
 
 MIN_SAMPLE_RATE = 8000  # telephone speech; below it there is no voice left to encode
 SAMPLE_RATE = 24000  # the speaker encoder's and the codec encoder's rate (speaker_encoder_config.sample_rate)
@@ -67,19 +66,6 @@ def resample(audio: np.ndarray, sr: int, target: int = SAMPLE_RATE) -> np.ndarra
     out = np.asarray(soxr.resample(audio, sr, target, quality=SOXR_QUALITY), dtype=np.float32)
     n = int(math.ceil(len(audio) * (float(target) / sr)))
     return out[:n] if len(out) >= n else np.concatenate([out, np.zeros(n - len(out), np.float32)])
-
-
-def check_ref_silence(seconds) -> float:
-    """`ref_silence` as a float in 0..MAX_REF_SILENCE seconds (ValueError naming it otherwise)."""
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float, np.integer, np.floating))
-        or not 0.0 <= float(seconds) <= MAX_REF_SILENCE
-    ):
-        raise ValueError(
-            f"ref_silence must be a number of seconds in 0..{MAX_REF_SILENCE:g} (about 0.5 helps ICL), got {seconds!r}"
-        )
-    return float(seconds)
 
 
 def append_silence(audio: np.ndarray, seconds: float) -> np.ndarray:

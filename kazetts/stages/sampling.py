@@ -7,7 +7,7 @@ and hands each step's logits to it, one call a frame. Its numpy statement, which
 against HF's own processors and against the native rule, is kazetts/validation/oracles/sampling.py.
 The code predictor samples CB1..15 inside libkazetts (cp_sampling.h).
 
-A request's options, their defaults and their checks are kazetts.request's (``Sampling``);
+A request's options, their defaults and their checks are kazetts.request's (``Request``);
 ``talker_config`` and ``code_predictor_config`` turn them into each sampler's ``SamplerConfig``.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import KazettsError
-from kazetts.request import REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Sampling
+from kazetts.request import MIN_FRAMES, REPETITION_PENALTY, TEMPERATURE, TOP_K, TOP_P, Request
 
 NAN_LOGITS = "the talker's logits hold NaN: the model's weights are damaged"  # as native/src/stages/sampling.h
 NAN_STATUS = -2  # kz_talker_choose's answer to NaN logits
@@ -55,7 +55,7 @@ class SamplerConfig:
     top_k: int = TOP_K
     top_p: float = TOP_P
     repetition_penalty: float = REPETITION_PENALTY
-    min_new_tokens: int = 2
+    min_new_tokens: int = MIN_FRAMES
     greedy: bool = False
 
     @classmethod
@@ -77,21 +77,22 @@ class SamplerConfig:
         return r
 
 
-def talker_config(sampling: Sampling) -> SamplerConfig:
+def talker_config(request: Request) -> SamplerConfig:
     """A request's talker (CB0) settings."""
     return SamplerConfig(
-        temperature=sampling.temperature,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        repetition_penalty=sampling.repetition_penalty,
-        greedy=bool(sampling.greedy),
+        temperature=request.temperature,
+        top_k=request.top_k,
+        top_p=request.top_p,
+        repetition_penalty=request.repetition_penalty,
+        min_new_tokens=request.min_frames,
+        greedy=bool(request.greedy),
     )
 
 
-def code_predictor_config(sampling: Sampling) -> SamplerConfig:
-    """A request's code predictor (CB1..15) settings: its ``subtalker_*`` options."""
+def code_predictor_config(request: Request) -> SamplerConfig:
+    """A request's code predictor (CB1..15) settings: its ``cp_*`` options (the reference's ``subtalker_*``)."""
     return SamplerConfig.code_predictor(
-        sampling.subtalker_temperature, sampling.subtalker_top_k, sampling.subtalker_top_p, bool(sampling.greedy)
+        request.cp_temperature, request.cp_top_k, request.cp_top_p, bool(request.greedy)
     )
 
 

@@ -122,7 +122,7 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
     clone = {}
     if case.get("ref_audio"):
         recording = str(goldens.recording_path(case_dir.parent, case["ref_audio"]))
-        clone = dict(ref_audio=recording, x_vector_only=not case.get("ref_text"))
+        clone = dict(ref_audio=recording, xvector_only=not case.get("ref_text"))
         enc = tts.speaker_encoder
         xvec = enc.embed(reference_audio(recording, enc.min_samples))
         rel = (
@@ -194,7 +194,7 @@ def validate_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Check]:
         )
     )
 
-    voice = clone or dict(speaker_embedding=a.get("xvector"))
+    voice = clone or dict(xvector=a.get("xvector"))
     result = tts.synthesize(
         case["text"],
         speaker=case["speaker"],
@@ -316,7 +316,7 @@ def validate_clone_case(tts, case_dir: pathlib.Path, quantized: bool) -> list[Ch
     result = tts.synthesize(
         case["text"],
         language=case["language"],
-        speaker_embedding=a["xvector"],
+        xvector=a["xvector"],
         ref_codes=a["ref_codes"],
         ref_text=case["ref_text"],
         text_streaming=not case["non_streaming"],

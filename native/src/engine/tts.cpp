@@ -67,7 +67,7 @@ struct Clone {
 
 const char *const NO_REFERENCE_CODES =
     "this mmproj has no codec encoder (llama.cpp's converter does not write it; `kazetts convert` "
-    "does): ICL cloning needs the reference's codec codes; use x_vector_only=True";
+    "does): ICL cloning needs the reference's codec codes; use xvector_only=True";
 
 // One codec push: the frames' codes in, their audio (or the codec's error) out.
 struct CodecJob {
@@ -529,11 +529,11 @@ Clone kz_tts::clone(const kz_tts_request &r) {
     if (r.xvector_only < -1 || r.xvector_only > 1) bad("xvector_only must be -1 (auto), 0 or 1");
     Clone c;
     if (!r.voice) {
-        if (r.xvector_only >= 0) bad("x_vector_only needs a voice= or ref_audio= to clone");
+        if (r.xvector_only >= 0) bad("xvector_only needs a voice= or ref_audio= to clone");
         return c;
     }
     if (r.xvector || (r.speaker && *r.speaker)) {
-        bad("a cloned voice replaces speaker= and speaker_embedding=: give only one of them");
+        bad("a cloned voice replaces speaker= and xvector=: give only one of them");
     }
     const kz::VoiceTable &voices = file->voices();
     if (voices.model_type != "base") {
@@ -557,7 +557,7 @@ Clone kz_tts::clone(const kz_tts_request &r) {
     const bool has_text = v.ref_text && *v.ref_text;
     c.icl = r.xvector_only == 0 || (r.xvector_only < 0 && has_text);
     if (!c.icl) return c;
-    if (!has_text) bad("ICL cloning (x_vector_only=False) needs ref_text, the words said in the reference");
+    if (!has_text) bad("ICL cloning (xvector_only=False) needs ref_text, the words said in the reference");
     if (!v.ref_codes) bad(NO_REFERENCE_CODES);
     c.ref_text_ids = talker->tokenize(kz::ref_chat_text(v.ref_text));
     c.ref_codes.assign(v.ref_codes, v.ref_codes + size_t(v.ref_frames) * N_CODEBOOKS);

@@ -41,7 +41,7 @@ public final class KazeTts implements AutoCloseable {
     /**
      * One request. A new Options holds the reference's defaults, read from libkazetts
      * (kz_tts_default_request): temperature 0.9, top-k 50 (0: off), top-p 1.0, repetition
-     * penalty 1.05 for the talker, the same for the code predictor (subtalker*).
+     * penalty 1.05 for the talker, the same for the code predictor (cp*: the reference's subtalker_*).
      */
     public static final class Options {
         public String speaker;            // CustomVoice: a named speaker
@@ -54,9 +54,9 @@ public final class KazeTts implements AutoCloseable {
         public int topK;                  // >= 0
         public float topP;                // in (0, 1]
         public float repetitionPenalty;   // > 0
-        public float subtalkerTemperature;
-        public int subtalkerTopK;
-        public float subtalkerTopP;
+        public float cpTemperature;
+        public int cpTopK;
+        public float cpTopP;
         /** >= 0: reproducible sampling; < 0: a random seed. */
         public long seed;
         /** Frames per text piece; 0: a budget from the piece's length. */
@@ -73,24 +73,24 @@ public final class KazeTts implements AutoCloseable {
             textStreaming = ints[0] != 0;
             greedy = ints[1] != 0;
             topK = ints[2];
-            subtalkerTopK = ints[3];
+            cpTopK = ints[3];
             maxFrames = ints[4];
             chunkFrames = ints[5];
             minFrames = ints[6];
             temperature = floats[0];
             topP = floats[1];
             repetitionPenalty = floats[2];
-            subtalkerTemperature = floats[3];
-            subtalkerTopP = floats[4];
+            cpTemperature = floats[3];
+            cpTopP = floats[4];
         }
 
         // the numbers of the request, in the JNI bridge's order (kazetts_jni.cpp: request_numbers)
         int[] ints() {
-            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, subtalkerTopK, maxFrames, chunkFrames, minFrames};
+            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, cpTopK, maxFrames, chunkFrames, minFrames};
         }
 
         float[] floats() {
-            return new float[] {temperature, topP, repetitionPenalty, subtalkerTemperature, subtalkerTopP};
+            return new float[] {temperature, topP, repetitionPenalty, cpTemperature, cpTopP};
         }
     }
 

@@ -18,8 +18,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * KazeTts on a desktop JVM (run by tests/test_java.py, which writes the expected results of
  * the Python engine). Usage: KazeTtsTest TALKER MMPROJ CASES_DIR. CASES_DIR/cases.tsv has one
  * line per request: name, text (base64 UTF-8), speaker, language, greedy, seed, max_frames,
- * text_streaming, temperature, top_k, top_p, repetition_penalty, subtalker_temperature,
- * subtalker_top_k, subtalker_top_p ("-": the Options default);
+ * text_streaming, temperature, top_k, top_p, repetition_penalty, cp_temperature,
+ * cp_top_k, cp_top_p ("-": the Options default);
  * NAME.codes (int32 LE) and NAME.pcm (float32 LE) are the Python engine's output for it.
  * Prints PASS/FAIL per check; exits 1 on any failure.
  */
@@ -60,9 +60,9 @@ public final class KazeTtsTest {
         if (!f[9].equals("-")) o.topK = Integer.parseInt(f[9]);
         if (!f[10].equals("-")) o.topP = Float.parseFloat(f[10]);
         if (!f[11].equals("-")) o.repetitionPenalty = Float.parseFloat(f[11]);
-        if (!f[12].equals("-")) o.subtalkerTemperature = Float.parseFloat(f[12]);
-        if (!f[13].equals("-")) o.subtalkerTopK = Integer.parseInt(f[13]);
-        if (!f[14].equals("-")) o.subtalkerTopP = Float.parseFloat(f[14]);
+        if (!f[12].equals("-")) o.cpTemperature = Float.parseFloat(f[12]);
+        if (!f[13].equals("-")) o.cpTopK = Integer.parseInt(f[13]);
+        if (!f[14].equals("-")) o.cpTopP = Float.parseFloat(f[14]);
         return o;
     }
 
@@ -244,8 +244,8 @@ public final class KazeTtsTest {
         badPenalty.repetitionPenalty = Float.NaN;
         expectThrows("repetitionPenalty NaN", IllegalArgumentException.class, () -> tts.generate(text, badPenalty));
         KazeTts.Options badSub = options(base);
-        badSub.subtalkerTemperature = -1f;
-        expectThrows("subtalkerTemperature -1", IllegalArgumentException.class, () -> tts.generate(text, badSub));
+        badSub.cpTemperature = -1f;
+        expectThrows("cpTemperature -1", IllegalArgumentException.class, () -> tts.generate(text, badSub));
         KazeTts.Options badMax = options(base);
         badMax.maxFrames = -1;
         expectThrows("maxFrames -1", IllegalArgumentException.class, () -> tts.generate(text, badMax));
