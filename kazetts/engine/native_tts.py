@@ -100,8 +100,16 @@ _SIGNATURES = {
     "kz_tts_cancel": (None, [_P]),
     "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
     "kz_tts_stream_begin": (
-        _P,
-        [_P, ctypes.POINTER(native.TtsRequest), CHUNK_CALLBACK, _P, ctypes.c_char_p, ctypes.c_size_t],
+        ctypes.c_int,
+        [
+            _P,
+            ctypes.POINTER(native.TtsRequest),
+            CHUNK_CALLBACK,
+            _P,
+            ctypes.POINTER(_P),
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ],
     ),
     "kz_tts_stream_push": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "kz_tts_stream_finish": (ctypes.c_int, [_P, ctypes.POINTER(NativeResult)]),
@@ -249,9 +257,13 @@ class NativeTTS(native.NativeHandle):
         r, keep = c_request(**request_fields(request, options, stacklevel=2))
         callback, audio, collected = _collector(on_chunk)
         err = native.error_buffer()
-        stream = self._lib.kz_tts_stream_begin(self._handle, ctypes.byref(r), callback, None, err, len(err))
-        if not stream:
-            raise native.NativeError(-1, err.value.decode("utf-8", "replace"))  # (begin gives no status)
+        stream = ctypes.c_void_p()
+        native.check(
+            self._lib.kz_tts_stream_begin(
+                self._handle, ctypes.byref(r), callback, None, ctypes.byref(stream), err, len(err)
+            ),
+            err.value,
+        )
         res = NativeResult()
         res.struct_size = ctypes.sizeof(NativeResult)
         try:

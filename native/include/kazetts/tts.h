@@ -164,8 +164,8 @@ KZ_API void kz_tts_cancel(kz_tts *tts);
 /* ---- Text streamed in (an app speaks an on-device LLM's reply while it is written) ----------
  *
  * kz_tts_stream_begin checks the request as synthesize does (voice, language, instruct,
- * sampling, speed: a bad request returns NULL with the message in err, before any compute and
- * any callback) and starts the request's worker thread; the app then pushes the text as it
+ * sampling, speed: a bad request fails with the message in err, before any compute and any
+ * callback) and starts the request's worker thread; the app then pushes the text as it
  * arrives, cut anywhere (even inside a UTF-8 character), and finishes. The worker runs the frame
  * loop of kz_tts_synthesize in the model's streaming-text mode (text_streaming must be 1), one
  * text token per frame, feeding only tokens no later text can change (kz_text_final_boundary,
@@ -182,13 +182,15 @@ KZ_API void kz_tts_cancel(kz_tts *tts);
  * push, finish and free are the app's calls, from one thread at a time (e.g. the LLM's), and
  * push never waits for audio. kz_tts_cancel (any thread) stops the request within one frame,
  * waiting for text or not. The handle runs one request at a time: synthesize or another begin
- * returns KZ_ERR_STATE / NULL until the stream is finished or freed. */
+ * returns KZ_ERR_STATE until the stream is finished or freed. */
 typedef struct kz_tts_stream kz_tts_stream;
 
-/* Starts a request whose text comes by kz_tts_stream_push; callback may be NULL. NULL on error
- * (message in err, which may be NULL). */
-KZ_API kz_tts_stream *kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback,
-                                          void *user_data, char *err, size_t err_len);
+/* Starts a request whose text comes by kz_tts_stream_push; callback may be NULL. The request
+ * is read during the call only (its strings, x-vector and voice are copied). KZ_OK and *out, or
+ * a status (KZ_ERR_INVALID_ARGUMENT: a bad request; KZ_ERR_STATE: the handle runs a request),
+ * *out = NULL and the message in err (err may be NULL). */
+KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
+                               kz_tts_stream **out, char *err, size_t err_len);
 
 /* The next n bytes of the text (UTF-8, cut anywhere). KZ_OK; KZ_ERR_INVALID_ARGUMENT for bytes
  * that are not UTF-8 (they are not taken, the stream goes on); KZ_ERR_STATE after finish. Does

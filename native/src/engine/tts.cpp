@@ -751,13 +751,17 @@ struct kz_tts_stream {
         pr.language = r.language && *r.language ? r.language : "auto";
         pr.speaker = str(r.speaker);
         pr.instruct_ids = instruct.empty() ? nullptr : &instruct_ids;
-        pr.xvector = r.voice ? clone.xvector.data() : r.xvector;
-        pr.xvector_len = r.voice ? int(clone.xvector.size()) : r.xvector_len;
+        if (!r.voice && r.xvector) clone.xvector.assign(r.xvector, r.xvector + r.xvector_len);  // (kept for the worker)
+        pr.xvector = r.voice || r.xvector ? clone.xvector.data() : nullptr;
+        pr.xvector_len = r.voice || r.xvector ? int(clone.xvector.size()) : 0;
         pr.text_streaming = true;
         // the voice, language and instruct rules of the prompt, on a text of one word (as TTS.stream_text)
         kz::build_prompt(*tts->file, tts->file->voices(), tts->talker->tokenize(kz::chat_text("a")), pr);
         tts->prime_codes.clear();
         tts->last_codes.clear();
+        // the worker reads the numbers only: what the pointers gave is copied above
+        request.speaker = request.language = request.instruct = nullptr;
+        request.xvector = nullptr, request.voice = nullptr;
     }
 
     void work() {
@@ -936,15 +940,16 @@ KZ_API void kz_tts_cancel(kz_tts *tts) {
     if (tts->wake) tts->wake();
 }
 
-KZ_API kz_tts_stream *kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback,
-                                          void *user_data, char *err, size_t err_len) {
-    if (!tts) {
-        kz::write_error(err, err_len, "no handle");
-        return nullptr;
+KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
+                               kz_tts_stream **out, char *err, size_t err_len) {
+    if (out) *out = nullptr;
+    if (!tts || !out) {
+        kz::write_error(err, err_len, "tts and out are required");
+        return KZ_ERR_INVALID_ARGUMENT;
     }
     if (tts->busy.exchange(true)) {
         kz::write_error(err, err_len, "the handle is running another request (one at a time per handle)");
-        return nullptr;
+        return KZ_ERR_STATE;
     }
     tts->cancelled.store(false);
     std::unique_ptr<kz_tts_stream> stream(new kz_tts_stream());
@@ -973,10 +978,11 @@ KZ_API kz_tts_stream *kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *req
         [&](const char *m) { kz::write_error(err, err_len, m); }, KZ_ERR_COMPUTE);
     if (status != KZ_OK) {
         tts->busy.store(false);
-        return nullptr;
+        return status;
     }
     kz::write_error(err, err_len, "");
-    return stream.release();
+    *out = stream.release();
+    return KZ_OK;
 }
 
 KZ_API int kz_tts_stream_push(kz_tts_stream *stream, const char *utf8, size_t n) {
