@@ -14,7 +14,8 @@
  *
  * Threads: one request at a time per handle (synthesize is not reentrant); kz_tts_cancel may be
  * called from any thread while synthesize runs (Android's TextToSpeechService.onStop). Two
- * handles are independent. The callback runs on the thread that called synthesize. With
+ * handles are independent. The callback runs on the thread that called synthesize (a text
+ * stream's, on the stream's worker thread: see kz_tts_stream_begin). With
  * codec_threads (kz_tts_params) the codec decoder runs on one worker thread of the request
  * while the caller's thread makes the next frames; the worker ends before synthesize returns.
  * kz_tts_load silences llama.cpp's logging (llama_log_set is process-wide) unless verbose.
