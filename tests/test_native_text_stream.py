@@ -76,6 +76,19 @@ def test_the_piece_budget_and_speed_as_the_python_stream(engines):
     assert np.array_equal(streamed.codes, whole.codes) and np.array_equal(streamed.audio, whole.audio)
 
 
+def test_long_text_in_the_pieces_and_crossfades_of_the_python_stream(engines):
+    """Past PIECE_CHARS // 2 the pieces end at settled sentence ends or cut points, each piece's
+    tail crossfaded into the next and the last one flushed at the end: as TTS.stream_text."""
+    native, python = engines
+    text = "Une phrase assez longue pour remplir un morceau, avec des virgules et des mots. " * 5 + "Fin"
+    options = dict(speaker="vivian", language="french", seed=4, max_frames=3)
+    codes, python_audio = python_stream(python, text, **options)
+    streamed = native.stream_text(cuts(text, "words", None), **options)
+    assert streamed.pieces == 3
+    assert np.array_equal(streamed.codes, codes)
+    assert np.array_equal(streamed.audio, python_audio)
+
+
 def test_random_texts_cut_at_random(engines):
     native, _ = engines
     rng = random.Random(9)
