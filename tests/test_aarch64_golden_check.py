@@ -74,7 +74,7 @@ def test_passes_on_goldens_and_fails_on_corrupted_ones(golden_check, tmp_path):
     lines = run.stdout.splitlines()
     intact = [line for line in lines if line.startswith(("PASS intact", "FAIL intact"))]
     failed = {line.split(":")[0] for line in lines if line.startswith("FAIL corrupted")}
-    assert len(intact) == 9 and all(line.startswith("PASS") for line in intact)
+    assert len(intact) == 10 and all(line.startswith("PASS") for line in intact)
     assert failed == {
         "FAIL corrupted code predictor codes",
         "FAIL corrupted code predictor embedding sum",

@@ -137,6 +137,18 @@ def test_kazetts_java_class_matches_the_python_engine(tiny_gguf, tmp_path):
         "close twice",
         "use after close",
         "callback exception propagates",
+        "sampled_seed3 text stream codes",
+        "sampled_seed3 text stream samples",
+        "emoji text stream codes",
+        "emoji text stream samples",
+        "push after finish",
+        "finish twice",
+        "generate while a text stream runs",
+        "push after close",
+        "usable after a closed text stream",
+        "empty text stream",
+        "text stream with an unknown speaker",
+        "text stream cancel",
     ):
         assert f"PASS {check}" in run.stdout
 

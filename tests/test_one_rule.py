@@ -1,5 +1,6 @@
 """One definition of each rule (issue #37): the rules libkazetts exports in rules.h (CB0 sampling,
-the long-text split, the frame budget, the crossfade between pieces, the WSOLA time-stretch) are
+the long-text split, the frame budget, the crossfade between pieces, the WSOLA time-stretch, the
+text-stream commit rule) are
 the engines' only ones; no module of the Python engine (kazetts/engine, kazetts/stages) states
 them again. Their numpy statements live in kazetts/validation/oracles, for the tests only.
 
@@ -44,6 +45,8 @@ NAMES = {
     "BUDGET_PER_TOKEN": "frame budget",
     "CROSSFADE_SAMPLES": "crossfade",
     "TOLERANCE_SECONDS": "WSOLA search",
+    "_CLOSERS": "text-stream commit rule",
+    "_settled": "text-stream commit rule",
 }
 REGEX_CALLS = {"compile", "split", "finditer", "findall", "search", "match", "sub"}
 SPLIT_PUNCTUATION = ("。", "…", ".!?", "，；：")
@@ -75,6 +78,8 @@ def rules_stated(source: str) -> list[str]:
                 found.append(f"{NUMPY_CALLS[name]}: {name}")
             if name == "np.linspace" and any(k.arg == "endpoint" for k in node.keywords):
                 found.append("crossfade: a ramp of np.linspace(..., endpoint=False)")
+            if name.endswith(".isalpha"):
+                found.append(f"text-stream commit rule: {name}")
             if name.startswith("re.") and name[3:] in REGEX_CALLS:
                 if any(p in text for text in _strings(node) for p in SPLIT_PUNCTUATION):
                     found.append(f"sentence split: {name} over punctuation")
@@ -120,6 +125,7 @@ def test_the_checker_finds_each_rule_in_the_oracles():
         "code predictor sampling",
         "sentence split",
         "WSOLA search",
+        "text-stream commit rule",
     ):
         assert rule in stated, f"the checker misses {rule} in kazetts/validation/oracles"
 
@@ -138,6 +144,8 @@ def test_the_checker_finds_each_rule_in_the_oracles():
         ('_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\\"\'”’)\\]]*\\s+|(?<=[。！？])|\\n+")', "sentence split"),
         ("corr = numpy.correlate(region, target, mode='valid')", "WSOLA search"),
         ("kth = np.partition(scores, n - k)[n - k]", "top-k"),
+        ("ok = before.isalpha() and not after.isalpha()", "text-stream commit rule"),
+        ("_CLOSERS = '\"”’)]'", "text-stream commit rule"),
     ],
 )
 def test_the_checker_finds_a_rule_stated_in_a_bad_example(source, rule):

@@ -9,9 +9,11 @@ import random
 import numpy as np
 import pytest
 
+from kazetts.engine.text_split import piece_end
 from kazetts.engine.text_stream import TextPieces, final_boundary
 from kazetts.engine.tts import PIECE_CHARS, TTS
 from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, chat_text
+from kazetts.validation.oracles import text_stream as oracle
 
 SENTENCE = "Hello there, it's 12:30 and we're late; don't  wait.\nOK?"
 
@@ -90,6 +92,20 @@ def test_final_boundaries_never_change_a_committed_token(tts):
         for as_bytes in (False, True):
             pieces = read_pieces(TextPieces(random_chunks(text, rng, as_bytes), tts.talker.tokenize, 1000))
             assert [tokens for _, tokens in pieces] == [body(tts, text)], repr(text)
+
+
+def test_the_commit_rule_is_its_statement():
+    """libkazetts' kz_text_final_boundary and kz_text_piece_end against the rule in Python
+    strings (kazetts/validation/oracles/text_stream.py) on random texts, limits and states."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 40)))
+        limit, piece_chars = rng.randint(0, 45), rng.randint(1, 40)
+        committed, ended = oracle.final_boundary(text, rng.randint(0, 40)), rng.random() < 0.5
+        assert final_boundary(text, limit) == oracle.final_boundary(text, limit), (text, limit)
+        assert final_boundary(text) == oracle.final_boundary(text), text
+        expected = oracle.piece_end(text, piece_chars, committed, ended)
+        assert piece_end(text, piece_chars, committed, ended) == expected, (text, piece_chars, committed, ended)
 
 
 def test_early_tokens_are_committed_before_the_text_ends(tts):

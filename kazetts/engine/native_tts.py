@@ -99,6 +99,21 @@ _SIGNATURES = {
     ),
     "kz_tts_cancel": (None, [_P]),
     "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
+    "kz_tts_stream_begin": (
+        ctypes.c_int,
+        [
+            _P,
+            ctypes.POINTER(native.TtsRequest),
+            CHUNK_CALLBACK,
+            _P,
+            ctypes.POINTER(_P),
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ],
+    ),
+    "kz_tts_stream_push": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
+    "kz_tts_stream_finish": (ctypes.c_int, [_P, ctypes.POINTER(NativeResult)]),
+    "kz_tts_stream_free": (None, [_P]),
 }
 
 
@@ -218,29 +233,50 @@ class NativeTTS(native.NativeHandle):
         the Python engine's own: voice cloning, speed); the options are not checked here but by
         the library, whose checks the tests hold against the Python ones."""
         r, keep = c_request(**request_fields(request, options, stacklevel=2))
-        audio: list[np.ndarray] = []
-        chunks: list[tuple[int, int]] = []
-
-        def callback(chunk_p, _user):
-            c = chunk_p.contents
-            samples = (
-                np.ctypeslib.as_array(c.samples, shape=(c.n_samples,)).copy()
-                if c.n_samples
-                else np.zeros(0, np.float32)
-            )
-            codes = np.ctypeslib.as_array(c.codes, shape=(c.n_frames, N_CODEBOOKS)).copy()
-            audio.append(samples)
-            chunks.append((c.frames_total, c.n_samples))
-            return 1 if on_chunk is None or on_chunk(samples, codes, c.frames_total) else 0
-
+        callback, audio, chunks = _collector(on_chunk)
         res = NativeResult()
         res.struct_size = ctypes.sizeof(NativeResult)
         self._check(
             self._lib.kz_tts_synthesize(
-                self._handle, text.encode("utf-8"), ctypes.byref(r), CHUNK_CALLBACK(callback), None, ctypes.byref(res)
+                self._handle, text.encode("utf-8"), ctypes.byref(r), callback, None, ctypes.byref(res)
             )
         )
         del keep
+        return self._synthesis(res, audio, chunks)
+
+    def stream_text(
+        self,
+        chunks,
+        request: Request | None = None,
+        on_chunk: Callable[[np.ndarray, np.ndarray, int], bool] | None = None,
+        **options,
+    ) -> Synthesis:
+        """A text stream (kz_tts_stream_*): `chunks` (str or UTF-8 bytes, cut anywhere) pushed in
+        order from this thread while the stream's worker says them; then finish. `on_chunk` as
+        `synthesize`'s, called on the worker thread. `request` and the options as `synthesize`'s."""
+        r, keep = c_request(**request_fields(request, options, stacklevel=2))
+        callback, audio, collected = _collector(on_chunk)
+        err = native.error_buffer()
+        stream = ctypes.c_void_p()
+        native.check(
+            self._lib.kz_tts_stream_begin(
+                self._handle, ctypes.byref(r), callback, None, ctypes.byref(stream), err, len(err)
+            ),
+            err.value,
+        )
+        res = NativeResult()
+        res.struct_size = ctypes.sizeof(NativeResult)
+        try:
+            for chunk in chunks:
+                data = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+                native.check(self._lib.kz_tts_stream_push(stream, data, len(data)), f"text that is not UTF-8: {data!r}")
+            self._check(self._lib.kz_tts_stream_finish(stream, ctypes.byref(res)))
+        finally:
+            self._lib.kz_tts_stream_free(stream)
+        del keep
+        return self._synthesis(res, audio, collected)
+
+    def _synthesis(self, res: NativeResult, audio: list, chunks: list) -> Synthesis:
         timings = {name: getattr(res, name) for name, _ in NativeResult._fields_ if name.endswith("_ms")}
         return Synthesis(
             np.concatenate(audio) if audio else np.zeros(0, np.float32),
@@ -257,3 +293,26 @@ class NativeTTS(native.NativeHandle):
         out = np.zeros((n, N_CODEBOOKS), np.int32)
         self._lib.kz_tts_last_codes(self._handle, native.ptr(out, ctypes.c_int32), out.size)
         return out
+
+
+def _collector(on_chunk):
+    """A chunk callback (kept alive by the caller) that collects the audio and (frames_total,
+    n_samples) of every chunk and asks `on_chunk(audio, codes, frames_total)` whether to go on."""
+    audio: list[np.ndarray] = []
+    chunks: list[tuple[int, int]] = []
+
+    def callback(chunk_p, _user):
+        c = chunk_p.contents
+        samples = (
+            np.ctypeslib.as_array(c.samples, shape=(c.n_samples,)).copy() if c.n_samples else np.zeros(0, np.float32)
+        )
+        codes = (
+            np.ctypeslib.as_array(c.codes, shape=(c.n_frames, N_CODEBOOKS)).copy()
+            if c.n_frames
+            else np.zeros((0, N_CODEBOOKS), np.int32)
+        )
+        audio.append(samples)
+        chunks.append((c.frames_total, c.n_samples))
+        return 1 if on_chunk is None or on_chunk(samples, codes, c.frames_total) else 0
+
+    return CHUNK_CALLBACK(callback), audio, chunks

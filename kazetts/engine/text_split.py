@@ -23,6 +23,8 @@ _SIGNATURES = {
     "kz_text_split": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int32, _c_int32_p, ctypes.c_int32]),
     "kz_text_sentence_ends": (ctypes.c_int32, [ctypes.c_char_p, _c_int32_p, ctypes.c_int32]),
     "kz_text_cut_point": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int32]),
+    "kz_text_final_boundary": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int32]),
+    "kz_text_piece_end": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]),
 }
 
 
@@ -74,6 +76,28 @@ def cut_point(window: str, earliest: int = 0) -> int:
     its last space, else at the window's end; never at or before `earliest`."""
     data = _utf8(window)
     at = lib().kz_text_cut_point(data, len(window[:earliest].encode("utf-8")))
+    if at < 0:
+        raise ValueError("libkazetts refused the text")
+    return _chars(data, [at])[0]
+
+
+def final_boundary(text: str, limit: int | None = None) -> int:
+    """The last final boundary b (0 < b < len(text), b <= limit), or 0 if there is none: the text
+    before it keeps its tokens whatever follows (the commit rule of text streamed in)."""
+    data = _utf8(text)
+    at = lib().kz_text_final_boundary(data, len(text) if limit is None else max(limit, 0))
+    if at < 0:
+        raise ValueError("libkazetts refused the text")
+    return _chars(data, [at])[0]
+
+
+def piece_end(text: str, piece_chars: int, committed: int, ended: bool) -> int | None:
+    """Where the piece at the start of `text` ends once no later text can move it (`committed`
+    characters already fed, `ended`: no more text comes); None while it may still grow."""
+    data = _utf8(text)
+    at = lib().kz_text_piece_end(data, piece_chars, len(text[:committed].encode("utf-8")), int(ended))
+    if at == -1:
+        return None
     if at < 0:
         raise ValueError("libkazetts refused the text")
     return _chars(data, [at])[0]

@@ -18,8 +18,10 @@ text[b-1] is never whitespace, and one of:
   - text[b-1] or text[b] is an ASCII digit (digits are single-character words).
 A newline is never a final boundary after punctuation (".\\n" is one word). The committed
 tokens are those of text[:b] in its chat wrapping; since b is final they are a prefix of the
-whole text's tokens, which `_Piece.close` re-checks. tests/test_text_stream.py checks the rule
-against llama.cpp's tokenizer on random texts and random chunkings.
+whole text's tokens, which `_commit` re-checks. tests/test_text_stream.py checks the rule
+against llama.cpp's tokenizer on random texts and random chunkings. The rule (final boundaries
+and where a piece ends) is libkazetts' kz_text_final_boundary and kz_text_piece_end (rules.h),
+the one definition the native stream (kz_tts_stream_* in tts.h) uses too.
 
 Text is said in pieces of at most `piece_chars` characters (one generation each, as
 `TTS.stream` does): a piece ends at the first sentence end after `piece_chars // 2` characters,
@@ -37,28 +39,9 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 import numpy as np
 
-from kazetts.engine.text_split import cut_point, sentence_ends
+from kazetts.engine.text_split import final_boundary, piece_end
 from kazetts.stages.prompt import ROLE_TOKENS, TAIL_TOKENS, Prompt, chat_text
 from kazetts.stages.talker_file import TalkerFile
-
-_CLOSERS = "\"'”’)]"  # may still extend a sentence end (see text_split._SENTENCE_END)
-
-
-def _settled(text: str, end: int) -> bool:
-    """A sentence end no later text can move: a character follows that no end would swallow."""
-    return end < len(text) and not text[end].isspace() and text[end] not in _CLOSERS
-
-
-def final_boundary(text: str, limit: int | None = None) -> int:
-    """The last final boundary b (0 < b < len(text), b <= limit), or 0 if there is none."""
-    end = len(text) - 1 if limit is None else min(limit, len(text) - 1)
-    for b in range(end, 0, -1):
-        before, after = text[b - 1], text[b]
-        if not before.isspace() and (
-            after in " \t0123456789" or before in "0123456789" or (before.isalpha() and not after.isalpha())
-        ):
-            return b
-    return 0
 
 
 class TextPieces:
@@ -146,13 +129,7 @@ class TextPieces:
 
     def _piece_end(self) -> int | None:
         """Where the current piece ends, once that can no longer change; None while it grows."""
-        text = self.received
-        for end in sentence_ends(text[: self.piece_chars]):
-            if end >= max(self.piece_chars // 2, self._fed_chars) and (self.ended or _settled(text, end)):
-                return end
-        if len(text) > self.piece_chars:
-            return cut_point(text[: self.piece_chars], self._fed_chars)
-        return len(text) if self.ended else None
+        return piece_end(self.received, self.piece_chars, self._fed_chars, self.ended)
 
     def _body(self, text: str) -> list[int]:
         ids = self._tokenize(chat_text(text))

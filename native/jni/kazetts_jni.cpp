@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace {
 
 jclass g_illegal_argument, g_illegal_state, g_kazetts_exception;
 jmethodID g_on_chunk, g_exception_init;
+JavaVM *g_vm;
 
 jclass global_class(JNIEnv *env, const char *name) {
     jclass local = env->FindClass(name);
@@ -87,20 +89,61 @@ struct CallbackState {
     std::vector<float> audio;  // everything, when collect
 };
 
-int32_t on_chunk(const kz_tts_chunk *chunk, void *user) {
-    auto *s = static_cast<CallbackState *>(user);
-    if (s->collect) s->audio.insert(s->audio.end(), chunk->samples, chunk->samples + chunk->n_samples);
-    if (!s->callback) return 1;
-    JNIEnv *env = s->env;
+// callback.onChunk(samples, codes, framesSoFar): 1 to go on, 0 to stop (an exception pending
+// in env stops the request too).
+int32_t call_on_chunk(JNIEnv *env, jobject callback, const kz_tts_chunk *chunk) {
     jfloatArray samples = env->NewFloatArray(chunk->n_samples);
     jintArray codes = samples ? env->NewIntArray(chunk->n_frames * 16) : nullptr;
     if (!codes) return 0;  // OutOfMemoryError pending
     env->SetFloatArrayRegion(samples, 0, chunk->n_samples, chunk->samples);
     env->SetIntArrayRegion(codes, 0, chunk->n_frames * 16, reinterpret_cast<const jint *>(chunk->codes));
-    jboolean go_on = env->CallBooleanMethod(s->callback, g_on_chunk, samples, codes, jint(chunk->frames_total));
+    jboolean go_on = env->CallBooleanMethod(callback, g_on_chunk, samples, codes, jint(chunk->frames_total));
     env->DeleteLocalRef(samples);
     env->DeleteLocalRef(codes);
     return env->ExceptionCheck() ? 0 : go_on ? 1 : 0;  // an exception in the callback stops the request
+}
+
+int32_t on_chunk(const kz_tts_chunk *chunk, void *user) {
+    auto *s = static_cast<CallbackState *>(user);
+    if (s->collect) s->audio.insert(s->audio.end(), chunk->samples, chunk->samples + chunk->n_samples);
+    return s->callback ? call_on_chunk(s->env, s->callback, chunk) : 1;
+}
+
+// A text stream's worker thread attached to the JVM for its callbacks, detached when it ends.
+struct Attachment {
+    JNIEnv *env = nullptr;
+    ~Attachment() {
+        if (env) g_vm->DetachCurrentThread();
+    }
+};
+
+// org.kazetts.KazeTts.TextStream behind a jlong: the stream, the callback (a global reference,
+// called on the stream's worker thread) and the exception it threw, rethrown by finish.
+struct JniStream {
+    kz_tts_stream *stream = nullptr;
+    kz_tts *tts = nullptr;
+    jobject callback = nullptr;
+    jthrowable thrown = nullptr;  // global reference
+};
+
+int32_t on_stream_chunk(const kz_tts_chunk *chunk, void *user) {
+    auto *s = static_cast<JniStream *>(user);
+    if (!s->callback) return 1;
+    thread_local Attachment attachment;
+    if (!attachment.env &&
+        g_vm->AttachCurrentThreadAsDaemon(reinterpret_cast<void **>(&attachment.env), nullptr) != JNI_OK) {
+        attachment.env = nullptr;
+        return 0;
+    }
+    JNIEnv *env = attachment.env;
+    const int32_t go_on = call_on_chunk(env, s->callback, chunk);
+    if (env->ExceptionCheck()) {  // kept for finish, which throws it on the app's thread
+        jthrowable e = env->ExceptionOccurred();
+        env->ExceptionClear();
+        if (!s->thrown) s->thrown = static_cast<jthrowable>(env->NewGlobalRef(e));
+        env->DeleteLocalRef(e);
+    }
+    return go_on;
 }
 
 // A request's numbers as KazeTts.Options passes them: ints text_streaming, greedy, top_k,
@@ -122,12 +165,67 @@ void set_request_numbers(kz_tts_request &r, const jint *iv, const jfloat *fv) {
     r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4];
 }
 
+// A kz_tts_request from KazeTts.Options' fields, with the buffers it points to.
+struct JavaRequest {
+    std::string speaker, language, instruct;
+    std::vector<float> xvector;
+
+    // (the arrays' lengths checked by the caller)
+    kz_tts_request read(JNIEnv *env, jbyteArray speaker_b, jbyteArray language_b, jbyteArray instruct_b,
+                        jfloatArray xvector_a, jintArray ints, jfloatArray floats, jlong seed) {
+        jint iv[N_INTS];
+        jfloat fv[N_FLOATS];
+        env->GetIntArrayRegion(ints, 0, N_INTS, iv);
+        env->GetFloatArrayRegion(floats, 0, N_FLOATS, fv);
+        if (xvector_a) {
+            xvector.resize(size_t(env->GetArrayLength(xvector_a)));
+            env->GetFloatArrayRegion(xvector_a, 0, jsize(xvector.size()), xvector.data());
+        }
+        kz_tts_request r = kz_tts_default_request();
+        r.speaker = bytes(env, speaker_b, speaker) ? speaker.c_str() : nullptr;
+        r.language = bytes(env, language_b, language) ? language.c_str() : nullptr;
+        r.instruct = bytes(env, instruct_b, instruct) ? instruct.c_str() : nullptr;
+        r.xvector = xvector_a ? xvector.data() : nullptr;
+        r.xvector_len = int32_t(xvector.size());
+        if (xvector_a && xvector.empty()) r.xvector_len = -1;  // reported as a bad request
+        set_request_numbers(r, iv, fv);
+        r.seed = seed;
+        return r;
+    }
+};
+
+// A request's figures as KazeTts.Stats reads them (11 values, see nativeSynthesize).
+void write_stats(JNIEnv *env, jdoubleArray stats, const kz_tts_result &res) {
+    const jdouble sv[11] = {double(res.stop_reason),
+                            double(res.n_frames),
+                            double(res.n_pieces),
+                            double(res.pieces_at_budget),
+                            double(res.n_samples),
+                            res.prefill_ms,
+                            res.talker_ms,
+                            res.code_predictor_ms,
+                            res.codec_ms,
+                            res.first_audio_ms,
+                            res.total_ms};
+    env->SetDoubleArrayRegion(stats, 0, 11, sv);
+}
+
+bool option_arrays_ok(JNIEnv *env, jintArray ints, jfloatArray floats, jdoubleArray stats) {
+    if (ints && floats && (!stats || env->GetArrayLength(stats) == 11) && env->GetArrayLength(ints) == N_INTS &&
+        env->GetArrayLength(floats) == N_FLOATS) {
+        return true;
+    }
+    throw_status(env, KZ_ERR_INVALID_ARGUMENT, "internal: option arrays of the wrong length");
+    return false;
+}
+
 }  // namespace
 
 extern "C" {
 
 JNIEXPORT jint JNI_OnLoad(JavaVM *vm, void *) {
     JNIEnv *env = nullptr;
+    g_vm = vm;
     if (vm->GetEnv(reinterpret_cast<void **>(&env), JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
     g_illegal_argument = global_class(env, "java/lang/IllegalArgumentException");
     g_illegal_state = global_class(env, "java/lang/IllegalStateException");
@@ -220,38 +318,18 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
     return guarded(env, [&]() -> jfloatArray {
         kz_tts *tts = handle(env, h);
         if (!tts) return nullptr;
-        std::string text_s, speaker_s, language_s, instruct_s;
+        std::string text_s;
         if (!bytes(env, text, text_s)) {
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text is required");
             return nullptr;
         }
-        if (!ints || !floats || !stats || env->GetArrayLength(ints) != N_INTS ||
-            env->GetArrayLength(floats) != N_FLOATS || env->GetArrayLength(stats) != 11) {
-            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "internal: option arrays of the wrong length");
-            return nullptr;
-        }
+        if (!stats || !option_arrays_ok(env, ints, floats, stats)) return nullptr;
         if (text_s.find('\0') != std::string::npos) {
             throw_status(env, KZ_ERR_INVALID_ARGUMENT, "text contains a NUL character");
             return nullptr;
         }
-        jint iv[N_INTS];
-        jfloat fv[N_FLOATS];
-        env->GetIntArrayRegion(ints, 0, N_INTS, iv);
-        env->GetFloatArrayRegion(floats, 0, N_FLOATS, fv);
-        std::vector<float> xv;
-        if (xvector) {
-            xv.resize(size_t(env->GetArrayLength(xvector)));
-            env->GetFloatArrayRegion(xvector, 0, jsize(xv.size()), xv.data());
-        }
-        kz_tts_request r = kz_tts_default_request();
-        r.speaker = bytes(env, speaker, speaker_s) ? speaker_s.c_str() : nullptr;
-        r.language = bytes(env, language, language_s) ? language_s.c_str() : nullptr;
-        r.instruct = bytes(env, instruct, instruct_s) ? instruct_s.c_str() : nullptr;
-        r.xvector = xvector ? xv.data() : nullptr;
-        r.xvector_len = int32_t(xv.size());
-        if (xvector && xv.empty()) r.xvector_len = -1;  // reported as a bad request
-        set_request_numbers(r, iv, fv);
-        r.seed = seed;
+        JavaRequest jr;
+        const kz_tts_request r = jr.read(env, speaker, language, instruct, xvector, ints, floats, seed);
         CallbackState state{env, callback, collect == JNI_TRUE, {}};
         kz_tts_result res{};
         res.struct_size = sizeof(kz_tts_result);
@@ -261,23 +339,74 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
             throw_status(env, status, kz_tts_last_error(tts));
             return nullptr;
         }
-        const jdouble sv[11] = {double(res.stop_reason),
-                                double(res.n_frames),
-                                double(res.n_pieces),
-                                double(res.pieces_at_budget),
-                                double(res.n_samples),
-                                res.prefill_ms,
-                                res.talker_ms,
-                                res.code_predictor_ms,
-                                res.codec_ms,
-                                res.first_audio_ms,
-                                res.total_ms};
-        env->SetDoubleArrayRegion(stats, 0, 11, sv);
+        write_stats(env, stats, res);
         if (!state.collect) return nullptr;
         jfloatArray out = env->NewFloatArray(jsize(state.audio.size()));
         if (out) env->SetFloatArrayRegion(out, 0, jsize(state.audio.size()), state.audio.data());
         return out;
     });
+}
+
+// org.kazetts.KazeTts.TextStream: begin (the request's checks: a bad one throws before any
+// compute), push UTF-8 bytes, finish (stats as nativeSynthesize's), free.
+JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeStreamBegin(JNIEnv *env, jclass, jlong h, jbyteArray speaker,
+                                                                   jbyteArray language, jbyteArray instruct,
+                                                                   jfloatArray xvector, jintArray ints,
+                                                                   jfloatArray floats, jlong seed, jobject callback) {
+    return guarded(env, [&]() -> jlong {
+        kz_tts *tts = handle(env, h);
+        if (!tts || !option_arrays_ok(env, ints, floats, nullptr)) return 0;
+        JavaRequest jr;
+        const kz_tts_request r = jr.read(env, speaker, language, instruct, xvector, ints, floats, seed);
+        std::unique_ptr<JniStream> s(new JniStream());
+        s->tts = tts;
+        if (callback) s->callback = env->NewGlobalRef(callback);
+        char err[1024];
+        const int status = kz_tts_stream_begin(tts, &r, on_stream_chunk, s.get(), &s->stream, err, sizeof err);
+        if (status != KZ_OK) {
+            if (s->callback) env->DeleteGlobalRef(s->callback);
+            throw_status(env, status, err);
+            return 0;
+        }
+        return reinterpret_cast<jlong>(s.release());
+    });
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeStreamPush(JNIEnv *env, jclass, jlong h, jbyteArray text) {
+    guarded(env, [&] {
+        auto *s = reinterpret_cast<JniStream *>(h);
+        std::string data;
+        bytes(env, text, data);
+        const int status = kz_tts_stream_push(s->stream, data.data(), data.size());
+        if (status != KZ_OK) throw_status(env, status, "the text pushed is not UTF-8");
+    });
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeStreamFinish(JNIEnv *env, jclass, jlong h, jdoubleArray stats) {
+    guarded(env, [&] {
+        auto *s = reinterpret_cast<JniStream *>(h);
+        kz_tts_result res{};
+        res.struct_size = sizeof(kz_tts_result);
+        const int status = kz_tts_stream_finish(s->stream, &res);
+        if (s->thrown) {  // the callback's exception, on the app's thread
+            env->Throw(s->thrown);
+            return;
+        }
+        if (status != KZ_OK) {
+            throw_status(env, status, kz_tts_last_error(s->tts));
+            return;
+        }
+        write_stats(env, stats, res);
+    });
+}
+
+JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeStreamFree(JNIEnv *env, jclass, jlong h) {
+    auto *s = reinterpret_cast<JniStream *>(h);
+    if (!s) return;
+    kz_tts_stream_free(s->stream);  // (cancels and waits for the worker if not finished)
+    if (s->callback) env->DeleteGlobalRef(s->callback);
+    if (s->thrown) env->DeleteGlobalRef(s->thrown);
+    delete s;
 }
 
 // org.kazetts.Voice: a kz_voice behind a jlong.

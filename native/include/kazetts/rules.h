@@ -34,6 +34,26 @@ KZ_API int32_t kz_text_sentence_ends(const char *text, int32_t *ends, int32_t ca
  * byte offset earliest. -1 when window is not valid UTF-8 or earliest < 0. */
 KZ_API int32_t kz_text_cut_point(const char *window, int32_t earliest);
 
+/* Text streamed in (an LLM's reply while it is written; kz_tts_stream_* in tts.h): the commit
+ * rule, which prefix of the text received so far no later text can change. A final boundary b is
+ * a position whose split the talker's tokenizer (Qwen2's pre-tokenizer words, BPE within them)
+ * keeps whatever follows: text[b-1] is not whitespace, and text[b] is a space or tab, or text[b-1]
+ * is a letter (\p{L}) and text[b] is not, or either is an ASCII digit. Returns the byte offset of
+ * the last final boundary inside the first max_chars code points and before the last code point
+ * (0: none yet), or -1 when text is not valid UTF-8 or max_chars < 0. The tokens of the text up
+ * to it are a prefix of the tokens of any text that starts with it. */
+KZ_API int32_t kz_text_final_boundary(const char *text, int32_t max_chars);
+
+/* Where the piece at the start of text (what arrived of it and after it) ends, once no later
+ * text can move that: at the first sentence end (kz_text_sentence_ends) at or after
+ * piece_chars / 2 code points and at or after byte `committed` (the text whose tokens were fed)
+ * that a character other than whitespace or a closing quote or bracket follows, else, when text
+ * is longer than piece_chars code points, at kz_text_cut_point of its first piece_chars, else,
+ * once the text has ended (ended != 0), at its end. Returns that byte offset, -1 while the piece
+ * may still grow, -2 for invalid UTF-8 or a bad argument. A text that ended shorter than
+ * piece_chars / 2 is one piece, as kz_text_split would give it. */
+KZ_API int32_t kz_text_piece_end(const char *text, int32_t piece_chars, int32_t committed, int32_t ended);
+
 /* A piece's frame budget, the guard that stops a model that never says end-of-speech:
  * max_frames when > 0, else 24 + 8 per text token of the piece (n_text_tokens: its chat-wrapped
  * ids), generous for any real speech rate; either clipped to the room the prompt leaves in the

@@ -14,7 +14,8 @@
  *
  * Threads: one request at a time per handle (synthesize is not reentrant); kz_tts_cancel may be
  * called from any thread while synthesize runs (Android's TextToSpeechService.onStop). Two
- * handles are independent. The callback runs on the thread that called synthesize. With
+ * handles are independent. The callback runs on the thread that called synthesize (a text
+ * stream's, on the stream's worker thread: see kz_tts_stream_begin). With
  * codec_threads (kz_tts_params) the codec decoder runs on one worker thread of the request
  * while the caller's thread makes the next frames; the worker ends before synthesize returns.
  * kz_tts_load silences llama.cpp's logging (llama_log_set is process-wide) unless verbose.
@@ -156,11 +157,56 @@ typedef struct kz_tts_result {
 KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request, kz_tts_chunk_cb callback,
                              void *user_data, kz_tts_result *result);
 
-/* Stops the running request within one frame (with codec_threads, after the codec push that is
- * running, if any: its audio is dropped); no chunk is delivered after the cancel is seen. Safe
- * from any thread, a no-op when idle. A cancel that arrives before synthesize starts does not
- * affect that request. */
+/* Stops the running request (synthesize or a text stream) within one frame (with codec_threads, after the codec push
+ * that is running, if any: its audio is dropped); no chunk is delivered after the cancel is seen. Safe from any thread,
+ * a no-op when idle. A cancel that arrives before synthesize starts does not affect that request. */
 KZ_API void kz_tts_cancel(kz_tts *tts);
+
+/* ---- Text streamed in (an app speaks an on-device LLM's reply while it is written) ----------
+ *
+ * kz_tts_stream_begin checks the request as synthesize does (voice, language, instruct,
+ * sampling, speed: a bad request fails with the message in err, before any compute and any
+ * callback) and starts the request's worker thread; the app then pushes the text as it
+ * arrives, cut anywhere (even inside a UTF-8 character), and finishes. The worker runs the frame
+ * loop of kz_tts_synthesize in the model's streaming-text mode (text_streaming must be 1), one
+ * text token per frame, feeding only tokens no later text can change (kz_text_final_boundary,
+ * kz_text_piece_end in rules.h) and waiting for text when the talker catches up with it; audio
+ * already decoded is delivered before it waits. So speech starts with the first words, nothing
+ * is dropped or reordered, and a text of up to 150 code points gives exactly the codes and
+ * samples of kz_tts_synthesize(text) (and of the Python engine's TTS.stream_text), however it is
+ * cut. Longer text is said in the same pieces as kazetts.TTS.stream_text: each ends at the first
+ * settled sentence end after 150 code points, or is cut inside 300; the last piece's crossfade
+ * tail comes in a last chunk of no frames after the input ends. A voice clones by its x-vector
+ * (ICL is refused: its prompt aligns the whole text with the reference).
+ *
+ * Threads: the callback runs on the stream's worker thread, never on the thread that pushes;
+ * push, finish and free are the app's calls, from one thread at a time (e.g. the LLM's), and
+ * push never waits for audio. kz_tts_cancel (any thread) stops the request within one frame,
+ * waiting for text or not. The handle runs one request at a time: synthesize or another begin
+ * returns KZ_ERR_STATE until the stream is finished or freed. */
+typedef struct kz_tts_stream kz_tts_stream;
+
+/* Starts a request whose text comes by kz_tts_stream_push; callback may be NULL. The request
+ * is read during the call only (its strings, x-vector and voice are copied). KZ_OK and *out, or
+ * a status (KZ_ERR_INVALID_ARGUMENT: a bad request; KZ_ERR_STATE: the handle runs a request),
+ * *out = NULL and the message in err (err may be NULL). */
+KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
+                               kz_tts_stream **out, char *err, size_t err_len);
+
+/* The next n bytes of the text (UTF-8, cut anywhere). KZ_OK; KZ_ERR_INVALID_ARGUMENT for bytes
+ * that are not UTF-8 (they are not taken, the stream goes on); KZ_ERR_STATE after finish. Does
+ * not wait for the speech; a request that has stopped (cancelled, failed) takes and drops text. */
+KZ_API int kz_tts_stream_push(kz_tts_stream *stream, const char *utf8, size_t n);
+
+/* The text has ended: waits until the rest is said (its last chunks delivered on the worker)
+ * and returns the request's status, as kz_tts_synthesize's (message in kz_tts_last_error):
+ * KZ_ERR_INVALID_ARGUMENT "empty text: there is nothing to say" when no word came, or when the
+ * text ends inside a UTF-8 character; KZ_OK with stop_reason KZ_TTS_STOP_CANCELLED after a
+ * cancel. result (may be NULL) as synthesize's. Once only (KZ_ERR_STATE after); then free. */
+KZ_API int kz_tts_stream_finish(kz_tts_stream *stream, kz_tts_result *result);
+
+/* Frees a stream (NULL is allowed); one not finished is cancelled first and waited for. */
+KZ_API void kz_tts_stream_free(kz_tts_stream *stream);
 
 /* The codes of the last request, frame-major [n_frames][16]: writes min(capacity, 16 * n_frames)
  * values and returns n_frames. */

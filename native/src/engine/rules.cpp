@@ -17,6 +17,7 @@
 #include "engine/joiner.h"
 #include "engine/model_files.h"
 #include "engine/text_split.h"
+#include "engine/text_stream.h"
 #include "engine/time_stretch.h"
 #include "kazetts/rules.h"
 #include "stages/cp_sampling.h"
@@ -95,7 +96,6 @@ struct kz_prompt {
     kz::Prompt prompt;
 };
 
-
 struct kz_joiner {
     kz::Joiner joiner;
 };
@@ -160,6 +160,31 @@ KZ_API int32_t kz_text_cut_point(const char *window, int32_t earliest) {
         return at[kz::cut_point(chars, first)];
     } catch (...) {
         return -1;
+    }
+}
+
+KZ_API int32_t kz_text_final_boundary(const char *text, int32_t max_chars) {
+    if (!text || max_chars < 0) return -1;
+    try {
+        const std::u32string chars = kz::decode_utf8(text);
+        return byte_offsets(chars)[kz::final_boundary(chars, size_t(max_chars))];
+    } catch (...) {
+        return -1;
+    }
+}
+
+KZ_API int32_t kz_text_piece_end(const char *text, int32_t piece_chars, int32_t committed, int32_t ended) {
+    if (!text || piece_chars < 1 || committed < 0) return -2;
+    try {
+        const std::u32string chars = kz::decode_utf8(text);
+        const std::vector<int32_t> at = byte_offsets(chars);
+        if (committed > at.back()) return -2;
+        // the code points that end at or before byte `committed`
+        const size_t fed = size_t(std::upper_bound(at.begin(), at.end(), committed) - at.begin()) - 1;
+        const size_t end = kz::piece_end(chars, size_t(piece_chars), fed, ended != 0);
+        return end == std::u32string::npos ? -1 : at[end];
+    } catch (...) {
+        return -2;
     }
 }
 

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -26,6 +27,7 @@
 #include "engine/model_files.h"
 #include "engine/rules.h"
 #include "engine/text_split.h"
+#include "engine/text_stream.h"
 #include "engine/time_stretch.h"
 #include "kazetts/code_predictor.h"
 #include "kazetts/codec.h"
@@ -182,6 +184,45 @@ int available_cores() {
     return n ? int(n) : 1;
 }
 
+// What the frame loop (kz_tts::run) says, piece by piece: the pieces of a whole text, or of a
+// text still arriving (TextStreamSource), whose text rows may wait for text.
+class PieceSource {
+  public:
+    virtual ~PieceSource() = default;
+    // Moves to the next piece; false when nothing is left to say (or the request was cancelled
+    // while waiting for text).
+    virtual bool next() = 0;
+    virtual const kz::Prompt &prompt() const = 0;
+    // The frames the talker makes room for (the piece's budget when it is known in advance).
+    virtual int room() const = 0;
+    // The text row of generated step `frame`; null when cancelled while waiting for its text.
+    virtual const float *text_row(size_t frame) = 0;
+    // Whether text_row(frame) answers without waiting for text.
+    virtual bool ready(size_t frame) const = 0;
+    // Whether the piece reached its budget after `produced` frames, once that is known (a piece
+    // whose budget is its room ends there instead).
+    virtual bool over(int produced) = 0;
+    // Whether the current piece is known to be the request's last (the joiner lets it through).
+    virtual bool last_piece() const = 0;
+};
+
+// The pieces of a whole text, planned before any compute.
+class TextSource : public PieceSource {
+  public:
+    explicit TextSource(const std::vector<Piece> &pieces) : pieces_(pieces) {}
+    bool next() override { return ++index_ < pieces_.size(); }
+    const kz::Prompt &prompt() const override { return pieces_[index_].prompt; }
+    int room() const override { return pieces_[index_].budget; }
+    const float *text_row(size_t frame) override { return prompt().text_row(frame); }
+    bool ready(size_t) const override { return true; }
+    bool over(int) override { return false; }
+    bool last_piece() const override { return index_ + 1 == pieces_.size(); }
+
+  private:
+    const std::vector<Piece> &pieces_;
+    size_t index_ = size_t(-1);
+};
+
 }  // namespace
 
 struct kz_tts {
@@ -206,8 +247,10 @@ struct kz_tts {
     std::vector<Piece> plan(const std::string &text, const kz_tts_request &r);
     Clone clone(const kz_tts_request &r);
     void prime_codec();
-    void run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
-             kz_tts_result &res);
+    // The frame loop over a request's pieces; returns the number of pieces said.
+    int run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user, kz_tts_result &res);
+    std::mutex wake_mutex;       // guards wake
+    std::function<void()> wake;  // a text stream's worker waiting for text, woken by kz_tts_cancel
 };
 
 namespace {
@@ -244,6 +287,190 @@ bool blank(const std::u32string &s) {
     }
     return true;
 }
+
+// Text pushed by the app (kz_tts_stream_push), taken by the stream's worker.
+struct TextInbox {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::string partial;  // the first bytes of a code point the last push cut
+    std::u32string text;  // decoded, not taken yet
+    bool ended = false;
+};
+
+// The bytes of data that end on a whole code point (the rest waits for the next push); invalid
+// UTF-8 is left in, for decode_utf8 to refuse.
+size_t whole_code_points(const std::string &data) {
+    const size_t n = data.size();
+    for (size_t back = 1; back <= 4 && back <= n; ++back) {
+        const unsigned char c = static_cast<unsigned char>(data[n - back]);
+        if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+        const size_t need = c < 0xC0 || c >= 0xF8 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+// kazetts/engine/text_stream.py's TextPieces on the stream's worker: pulls text only when a
+// token is needed and hands out each piece's committed tokens (the commit rule of
+// engine/text_stream.h), waiting for text while the app writes it.
+class StreamPieces {
+  public:
+    StreamPieces(const kz::Talker &talker, TextInbox &inbox, const std::atomic<bool> &cancelled)
+        : talker_(talker), inbox_(inbox), cancelled_(cancelled) {}
+
+    // Moves to the next piece and waits for its first token; false when nothing is left to say
+    // or the request was cancelled while waiting.
+    bool next_piece() {
+        if (in_piece_) {
+            while (!closed) {  // the frame loop may stop (a frame cap) before a piece's text has come
+                if (!advance()) return false;
+            }
+            received_.erase(0, text_.size());
+        }
+        in_piece_ = true;
+        tokens.clear(), closed = false, text_.clear(), fed_ = 0;
+        for (;;) {
+            update();
+            if (!tokens.empty()) return true;
+            if (closed) {  // a piece of whitespace only: skip it
+                received_.erase(0, text_.size());
+                closed = false, text_.clear();
+            }
+            if (ended_ && blank(received_)) return false;
+            if (!ended_ && !pull()) return false;
+        }
+    }
+
+    // Whether token(index) answers without waiting for text.
+    bool ready(size_t index) const { return index < tokens.size() || closed; }
+
+    // The current piece's text token `index`, waiting for text if needed: -1 past the piece's
+    // end, -2 when cancelled while waiting.
+    int32_t token(size_t index) {
+        while (!ready(index)) {
+            if (!advance()) return -2;
+        }
+        return index < tokens.size() ? tokens[index] : -1;
+    }
+
+    // The current piece's committed tokens in the chat wrapping (as build_prompt takes them).
+    std::vector<int32_t> chat_ids() const {
+        std::vector<int32_t> ids(head_);
+        ids.insert(ids.end(), tokens.begin(), tokens.end());
+        ids.insert(ids.end(), tail_.begin(), tail_.end());
+        return ids;
+    }
+
+    std::vector<int32_t> tokens;  // committed text tokens of the current piece
+    bool closed = false;          // the current piece's text is whole
+
+  private:
+    // Waits for more text (or its end); false when cancelled.
+    bool pull() {
+        std::unique_lock<std::mutex> lock(inbox_.mutex);
+        inbox_.arrived.wait(lock, [this] { return !inbox_.text.empty() || inbox_.ended || cancelled_.load(); });
+        if (cancelled_.load()) return false;
+        received_ += inbox_.text;
+        inbox_.text.clear();
+        ended_ = inbox_.ended;
+        return true;
+    }
+
+    bool advance() {
+        if (!pull()) return false;
+        update();
+        return true;
+    }
+
+    void update() {
+        if (closed) return;
+        const size_t cut = kz::piece_end(received_, PIECE_CHARS, fed_, ended_);
+        if (cut != std::u32string::npos) {
+            text_ = received_.substr(0, cut);
+            if (!blank(text_)) commit(text_, cut);
+            closed = true;
+            return;
+        }
+        const size_t b = kz::final_boundary(received_, PIECE_CHARS);
+        if (b > fed_ && !blank(received_.substr(0, b))) commit(received_.substr(0, b), b);
+    }
+
+    void commit(const std::u32string &text, size_t chars) {
+        const std::vector<int32_t> ids = talker_.tokenize(kz::chat_text(kz::encode_utf8(text)));
+        const auto body = ids.begin() + kz::ROLE_TOKENS, end = ids.end() - kz::TAIL_TOKENS;
+        head_.assign(ids.begin(), body), tail_.assign(end, ids.end());
+        const std::vector<int32_t> now(body, end);
+        if (now.size() < tokens.size() || !std::equal(tokens.begin(), tokens.end(), now.begin())) {
+            throw Error(KZ_ERR_COMPUTE, "kazetts bug: committed text tokens changed at " + kz::encode_utf8(text));
+        }
+        tokens = now, fed_ = chars;
+    }
+
+    const kz::Talker &talker_;
+    TextInbox &inbox_;
+    const std::atomic<bool> &cancelled_;
+    std::u32string received_;  // text of the current piece and after (earlier pieces are dropped)
+    std::u32string text_;      // the current piece's text once closed
+    std::vector<int32_t> head_, tail_;
+    size_t fed_ = 0;  // code points of received_ the committed tokens cover
+    bool ended_ = false, in_piece_ = false;
+};
+
+// The pieces of text streamed in (kazetts/engine/tts.py's _stream_text): each piece's prompt
+// from the tokens committed when it starts, the rest of its text rows as they come (its first
+// token in the prefill, then one per step, tts_eos once it has ended, tts_pad after), the talker
+// given all the room the prompt leaves (or max_frames), and the piece's budget applied once its
+// text is known.
+class TextStreamSource : public PieceSource {
+  public:
+    TextStreamSource(const kz::TalkerFile &file, StreamPieces &pieces, const kz::PromptRequest &request, int max_frames,
+                     int n_ctx)
+        : file_(file), pieces_(pieces), request_(request), max_frames_(max_frames), n_ctx_(n_ctx) {}
+
+    bool next() override {
+        if (!pieces_.next_piece()) return false;
+        prompt_ = kz::build_prompt(file_, file_.voices(), pieces_.chat_ids(), request_);
+        const size_t H = size_t(prompt_.hidden);
+        eos_row_.assign(prompt_.trailing.end() - long(H), prompt_.trailing.end());
+        n_prefill_ = int64_t(prompt_.n_prefill());
+        room_ = kz::frame_budget(0, max_frames_ ? max_frames_ : n_ctx_, n_prefill_, n_ctx_);
+        if (room_ < 1)
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "text too long for the talker context of " + std::to_string(n_ctx_));
+        budget_ = -1;
+        return true;
+    }
+    const kz::Prompt &prompt() const override { return prompt_; }
+    int room() const override { return room_; }
+    const float *text_row(size_t frame) override {
+        const int32_t token = pieces_.token(frame + 1);
+        if (token == -2) return nullptr;
+        if (token >= 0) {
+            row_ = file_.text({token});
+            return row_.data();
+        }
+        return frame + 1 == pieces_.tokens.size() ? eos_row_.data() : prompt_.tts_pad.data();
+    }
+    bool ready(size_t frame) const override { return pieces_.ready(frame + 1); }
+    bool over(int produced) override {
+        if (max_frames_ > 0 || !pieces_.closed) return false;
+        if (budget_ < 0) {
+            const int64_t n_ids = int64_t(pieces_.tokens.size()) + kz::ROLE_TOKENS + kz::TAIL_TOKENS;
+            budget_ = kz::frame_budget(n_ids, 0, n_prefill_, n_ctx_);
+        }
+        return produced >= budget_;
+    }
+    bool last_piece() const override { return false; }
+
+  private:
+    const kz::TalkerFile &file_;
+    StreamPieces &pieces_;
+    const kz::PromptRequest &request_;
+    const int max_frames_, n_ctx_;
+    kz::Prompt prompt_;
+    std::vector<float> eos_row_, row_;
+    int64_t n_prefill_ = 0;
+    int room_ = 0, budget_ = -1;
+};
 
 }  // namespace
 
@@ -353,8 +580,7 @@ void kz_tts::prime_codec() {
     if (s != KZ_OK) throw Error(s, kz_codec_last_error(codec));
 }
 
-void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
-                 kz_tts_result &res) {
+int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user, kz_tts_result &res) {
     const auto start = Clock::now();
     uint64_t state = r.seed >= 0 ? uint64_t(r.seed) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     kz::TalkerSampler sampler(kz::talker_sampling(r), file->codec_vocab(), file->voices().codec_eos);
@@ -390,15 +616,19 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         return go_on;
     };
 
-    for (size_t index = 0; index < pieces.size() && !stop; ++index) {
-        const Piece &piece = pieces[index];
-        const bool last_piece = index + 1 == pieces.size();
+    int index = 0;
+    bool last_known = false;  // the last piece was known as such (else the joiner still holds its tail)
+    for (; !stop && pieces.next(); ++index) {
+        const kz::Prompt &prompt = pieces.prompt();
+        const bool last_piece = pieces.last_piece();
+        last_known = last_piece;
+        const int room = pieces.room();
         std::vector<int32_t> pending;        // codes of the frames waiting for the codec
         int want = 1;                        // a piece's first frame alone, then chunk_frames
         int status = kz_codec_reset(codec);  // the pipeline is idle between pieces
         if (status != KZ_OK) throw Error(status, kz_codec_last_error(codec));
         if (!prime_codes.empty()) prime_codec();
-        talker->reset(int(piece.prompt.n_prefill()) + piece.budget);
+        talker->reset(int(prompt.n_prefill()) + room);
         sampler.reset();
 
         // Hands the decoded chunks to the callback in order; waits for all pushed ones when
@@ -414,16 +644,16 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
                 res.n_frames += n;
                 std::vector<float> out(job->audio.size());
                 out.resize(joiner.push(job->audio.data(), job->audio.size(), last_piece, out.data()));
-                if (!emit(out, job->codes.data(), n, int(index))) return false;
+                if (!emit(out, job->codes.data(), n, index)) return false;
             }
             return true;
         };
 
         auto t = Clock::now();
-        talker->step(piece.prompt.prefill.data(), int(piece.prompt.n_prefill()));
+        talker->step(prompt.prefill.data(), int(prompt.n_prefill()));
         res.prefill_ms += ms_since(t);
         bool at_eos = false;
-        for (int frame = 0; frame <= piece.budget; ++frame) {
+        for (int frame = 0; frame <= room; ++frame) {
             const auto now = Clock::now();
             res.talker_ms += std::chrono::duration<double, std::milli>(now - t).count();
             const int cb0 = sampler.choose(talker->logits() + text_vocab, &state);
@@ -431,20 +661,27 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
                 at_eos = true;
                 break;
             }
-            if (frame == piece.budget) break;
+            if (frame == room) break;
             status = kz_cp_predict_frame(cp, talker->hidden(), cb0, &cps, rest.data(), embedding.data(), nullptr);
             if (status != KZ_OK) throw Error(status, kz_cp_last_error(cp));
             res.code_predictor_ms += ms_since(now);
             pending.push_back(cb0);
             pending.insert(pending.end(), rest.begin(), rest.end());
-            if (int(pending.size()) == want * N_CODEBOOKS) {
+            // text streamed in: all the audio out before waiting for text, and a piece ends at
+            // its budget once its text (and so its budget) is known
+            const bool over = pieces.over(frame + 1), waits = !pieces.ready(size_t(frame));
+            if (int(pending.size()) == want * N_CODEBOOKS || over || waits) {
                 codec_pipeline.push(std::move(pending));
                 pending.clear();
                 want = r.chunk_frames;
             }
-            if (!deliver(false) || cancelled.load()) stop = true;
-            if (stop) break;
-            const float *text_row = piece.prompt.text_row(size_t(frame));
+            if (!deliver(waits) || cancelled.load()) stop = true;
+            if (stop || over) break;
+            const float *text_row = pieces.text_row(size_t(frame));
+            if (!text_row) {
+                stop = true;
+                break;
+            }
             for (int k = 0; k < H; ++k) input[size_t(k)] = embedding[size_t(k)] + text_row[k];
             t = Clock::now();
             talker->step(input.data(), 1);
@@ -456,19 +693,106 @@ void kz_tts::run(const std::vector<Piece> &pieces, const kz_tts_request &r, kz_t
         ++res.n_pieces;
         if (!stop && !at_eos) ++res.pieces_at_budget;
     }
+    if (cancelled.load()) stop = true;
+    if (!stop && index == 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
+    if (!stop && !last_known) {  // the last piece was not known in advance: its held-back tail
+        std::vector<float> tail = joiner.flush();
+        if (!emit(tail, nullptr, 0, index - 1)) stop = true;
+    }
     if (stretch && !stop) {  // the stream's rest
         std::vector<float> rest;
         stretch->finish(rest);
         if (!rest.empty()) {
             stretch.reset();
-            if (!emit(rest, held_codes.data(), int(held_codes.size() / N_CODEBOOKS), int(pieces.size()) - 1)) {
-                stop = true;
-            }
+            if (!emit(rest, held_codes.data(), int(held_codes.size() / N_CODEBOOKS), index - 1)) stop = true;
         }
     }
     res.stop_reason = stop ? KZ_TTS_STOP_CANCELLED : res.pieces_at_budget ? KZ_TTS_STOP_BUDGET : KZ_TTS_STOP_EOS;
     res.total_ms = ms_since(start);
+    return index;
 }
+
+// A request whose text is pushed while it is said: the frame loop runs on `worker`.
+struct kz_tts_stream {
+    kz_tts *tts = nullptr;
+    kz_tts_request request{};
+    kz_tts_chunk_cb callback = nullptr;
+    void *user = nullptr;
+    std::vector<int32_t> instruct_ids;
+    Clone clone;
+    kz::PromptRequest prompt_request;
+    TextInbox inbox;
+    std::thread worker;
+    int status = KZ_OK;
+    std::string error;
+    kz_tts_result result{};
+    bool finished = false;  // finish (or free) has ended the input
+
+    // Checks the request (kz_tts_stream_begin's rules) and builds what every piece shares.
+    void prepare() {
+        const kz_tts_request &r = request;
+        check_request(r);
+        if (r.text_streaming != 1) {
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "text streamed in is said in the model's streaming-text mode: text_streaming must be 1");
+        }
+        const std::string instruct = str(r.instruct);
+        if (!instruct.empty()) {
+            kz::decode_utf8(instruct);
+            instruct_ids = tts->talker->tokenize(kz::instruct_text(instruct));
+        }
+        clone = tts->clone(r);
+        if (clone.icl) {
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "ICL cloning does not take text streamed in (its prompt aligns the whole text with the "
+                        "reference): set xvector_only = 1 or synthesize the whole text");
+        }
+        kz::PromptRequest &pr = prompt_request;
+        pr.language = r.language && *r.language ? r.language : "auto";
+        pr.speaker = str(r.speaker);
+        pr.instruct_ids = instruct.empty() ? nullptr : &instruct_ids;
+        if (!r.voice && r.xvector) clone.xvector.assign(r.xvector, r.xvector + r.xvector_len);  // (kept for the worker)
+        pr.xvector = r.voice || r.xvector ? clone.xvector.data() : nullptr;
+        pr.xvector_len = r.voice || r.xvector ? int(clone.xvector.size()) : 0;
+        pr.text_streaming = true;
+        // the voice, language and instruct rules of the prompt, on a text of one word (as TTS.stream_text)
+        kz::build_prompt(*tts->file, tts->file->voices(), tts->talker->tokenize(kz::chat_text("a")), pr);
+        tts->prime_codes.clear();
+        tts->last_codes.clear();
+        // the worker reads the numbers only: what the pointers gave is copied above
+        request.speaker = request.language = request.instruct = nullptr;
+        request.xvector = nullptr, request.voice = nullptr;
+    }
+
+    void work() {
+        result.struct_size = sizeof(kz_tts_result);
+        result.first_audio_ms = -1;
+        status = kz::run_guarded(
+            [&] {
+                StreamPieces pieces(*tts->talker, inbox, tts->cancelled);
+                TextStreamSource source(*tts->file, pieces, prompt_request, request.max_frames, tts->talker->n_ctx());
+                tts->run(source, request, callback, user, result);
+            },
+            [&](const char *m) { error = m; }, KZ_ERR_COMPUTE);
+    }
+
+    // Ends the input (cancel: and the request) and waits for the worker.
+    void end(bool cancel) {
+        if (cancel) tts->cancelled.store(true);
+        {
+            std::lock_guard<std::mutex> lock(inbox.mutex);
+            inbox.ended = true;
+        }
+        inbox.arrived.notify_all();
+        worker.join();
+        {
+            std::lock_guard<std::mutex> lock(tts->wake_mutex);
+            tts->wake = nullptr;
+        }
+        finished = true;
+        tts->busy.store(false);
+    }
+};
 
 extern "C" {
 
@@ -600,7 +924,8 @@ KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request
             }
             const std::vector<Piece> pieces = tts->plan(text, *request);
             tts->last_codes.clear();
-            tts->run(pieces, *request, callback, user_data, res);
+            TextSource source(pieces);
+            tts->run(source, *request, callback, user_data, res);
         },
         [&](const char *m) { tts->last_error = m; }, KZ_ERR_COMPUTE);
     if (result && result->struct_size == sizeof(kz_tts_result)) *result = res;
@@ -609,7 +934,94 @@ KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request
 }
 
 KZ_API void kz_tts_cancel(kz_tts *tts) {
-    if (tts) tts->cancelled.store(true);
+    if (!tts) return;
+    tts->cancelled.store(true);
+    std::lock_guard<std::mutex> lock(tts->wake_mutex);
+    if (tts->wake) tts->wake();
+}
+
+KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
+                               kz_tts_stream **out, char *err, size_t err_len) {
+    if (out) *out = nullptr;
+    if (!tts || !out) {
+        kz::write_error(err, err_len, "tts and out are required");
+        return KZ_ERR_INVALID_ARGUMENT;
+    }
+    if (tts->busy.exchange(true)) {
+        kz::write_error(err, err_len, "the handle is running another request (one at a time per handle)");
+        return KZ_ERR_STATE;
+    }
+    tts->cancelled.store(false);
+    std::unique_ptr<kz_tts_stream> stream(new kz_tts_stream());
+    stream->tts = tts, stream->callback = callback, stream->user = user_data;
+    const int status = kz::run_guarded(
+        [&] {
+            if (!request) throw Error(KZ_ERR_INVALID_ARGUMENT, "request is required");
+            if (request->struct_size != sizeof(kz_tts_request)) {
+                throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_request.struct_size is " +
+                                                         std::to_string(request->struct_size) + ", this library's is " +
+                                                         std::to_string(sizeof(kz_tts_request)) +
+                                                         ": start from kz_tts_default_request()");
+            }
+            stream->request = *request;
+            stream->prepare();
+            kz_tts_stream *s = stream.get();
+            {
+                std::lock_guard<std::mutex> lock(tts->wake_mutex);
+                tts->wake = [s] {
+                    std::lock_guard<std::mutex> inbox_lock(s->inbox.mutex);
+                    s->inbox.arrived.notify_all();
+                };
+            }
+            s->worker = std::thread([s] { s->work(); });
+        },
+        [&](const char *m) { kz::write_error(err, err_len, m); }, KZ_ERR_COMPUTE);
+    if (status != KZ_OK) {
+        tts->busy.store(false);
+        return status;
+    }
+    kz::write_error(err, err_len, "");
+    *out = stream.release();
+    return KZ_OK;
+}
+
+KZ_API int kz_tts_stream_push(kz_tts_stream *stream, const char *utf8, size_t n) {
+    if (!stream || (n && !utf8)) return KZ_ERR_INVALID_ARGUMENT;
+    if (stream->finished) return KZ_ERR_STATE;
+    {
+        std::lock_guard<std::mutex> lock(stream->inbox.mutex);
+        std::string data = stream->inbox.partial + std::string(utf8, n);
+        const size_t whole = whole_code_points(data);
+        try {
+            stream->inbox.text += kz::decode_utf8(data.substr(0, whole));
+        } catch (...) {
+            return KZ_ERR_INVALID_ARGUMENT;
+        }
+        stream->inbox.partial = data.substr(whole);
+    }
+    stream->inbox.arrived.notify_all();
+    return KZ_OK;
+}
+
+KZ_API int kz_tts_stream_finish(kz_tts_stream *stream, kz_tts_result *result) {
+    if (!stream) return KZ_ERR_INVALID_ARGUMENT;
+    if (stream->finished) return KZ_ERR_STATE;
+    const bool cut = !stream->inbox.partial.empty();  // (push and finish are the app's calls, in order)
+    stream->end(cut);
+    kz_tts *tts = stream->tts;
+    tts->last_error = stream->error;
+    int status = stream->status;
+    if (cut && status == KZ_OK) {
+        status = KZ_ERR_INVALID_ARGUMENT;
+        tts->last_error = "the text ends inside a UTF-8 character";
+    }
+    if (result && result->struct_size == sizeof(kz_tts_result)) *result = stream->result;
+    return status;
+}
+
+KZ_API void kz_tts_stream_free(kz_tts_stream *stream) {
+    if (stream && !stream->finished) stream->end(true);
+    delete stream;
 }
 
 KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacity) {

@@ -127,6 +127,7 @@ public final class KazeTts implements AutoCloseable {
     private volatile long handle;
     private final String info;
     private Stats lastStats;
+    private TextStream openStream;  // guarded by handleLock
 
     public KazeTts(String talkerPath, String mmprojPath) {
         this(talkerPath, mmprojPath, new Config());
@@ -172,6 +173,91 @@ public final class KazeTts implements AutoCloseable {
         return lastStats();
     }
 
+    /**
+     * Speaks text while it is written (an on-device LLM's reply): push() the text as it arrives,
+     * then finish(). Only tokens no later text can change are fed, so a text of up to 150
+     * characters gives exactly generate()'s codes and samples however it is pushed. The request is
+     * checked here (a bad one throws before any compute). The callback (may be null) runs on the
+     * stream's own worker thread, never on the pushing one; push() never waits for audio. One
+     * request at a time per KazeTts: generate() and stream() throw IllegalStateException until
+     * this stream is finished or closed. See kz_tts_stream_begin in kazetts/tts.h.
+     */
+    public TextStream stream(Options options, ChunkCallback callback) {
+        if (options == null) throw new IllegalArgumentException("options are required");
+        synchronized (handleLock) {
+            long h = nativeStreamBegin(open(), utf8(options.speaker), utf8(options.language),
+                    utf8(options.instruct), options.xvector, options.ints(), options.floats(), options.seed, callback);
+            openStream = new TextStream(h);
+            return openStream;
+        }
+    }
+
+    /** A request whose text is pushed while it is said (see stream()). */
+    public final class TextStream implements AutoCloseable {
+        private long stream;  // 0 once finished or closed
+        private char highSurrogate;  // the first half of a character cut by the last push
+
+        private TextStream(long stream) {
+            this.stream = stream;
+        }
+
+        /** The next text, cut anywhere (a surrogate pair may be split across pushes). */
+        public synchronized void push(String text) {
+            if (text == null) throw new IllegalArgumentException("text is required");
+            long s = live("push");
+            StringBuilder b = new StringBuilder();
+            if (highSurrogate != 0) b.append(highSurrogate);
+            b.append(text);
+            highSurrogate = 0;
+            if (b.length() > 0 && Character.isHighSurrogate(b.charAt(b.length() - 1))) {
+                highSurrogate = b.charAt(b.length() - 1);
+                b.setLength(b.length() - 1);
+            }
+            nativeStreamPush(s, utf8(b.toString()));
+        }
+
+        /** The text has ended: waits until the rest is said and returns the request's figures. */
+        public synchronized Stats finish() {
+            long s = live("finish");
+            if (highSurrogate != 0) throw new IllegalArgumentException("the text ends inside a surrogate pair");
+            double[] stats = new double[11];
+            try {
+                nativeStreamFinish(s, stats);
+            } finally {
+                release();
+            }
+            Stats done = new Stats(stats);
+            synchronized (KazeTts.this) {
+                lastStats = done;
+            }
+            return done;
+        }
+
+        /** Stops the request within one frame (any thread); finish() then returns "cancelled". */
+        public void cancel() {
+            KazeTts.this.cancel();
+        }
+
+        /** Cancels the request if it was not finished, and frees it; twice is fine. */
+        @Override
+        public synchronized void close() {
+            if (stream != 0) release();
+        }
+
+        private long live(String call) {
+            if (stream == 0) throw new IllegalStateException(call + " on a TextStream that is finished or closed");
+            return stream;
+        }
+
+        private void release() {
+            nativeStreamFree(stream);
+            stream = 0;
+            synchronized (handleLock) {
+                if (openStream == this) openStream = null;
+            }
+        }
+    }
+
     /** The codes of the last request, frame-major (16 a frame). */
     public synchronized int[] lastCodes() {
         return nativeLastCodes(open());
@@ -191,6 +277,11 @@ public final class KazeTts implements AutoCloseable {
     @Override
     public void close() {
         cancel();
+        TextStream running;
+        synchronized (handleLock) {
+            running = openStream;
+        }
+        if (running != null) running.close();  // its worker ends before the handle goes
         synchronized (this) {  // waits for a running generate
             synchronized (handleLock) {
                 if (handle != 0) {
@@ -262,4 +353,9 @@ public final class KazeTts implements AutoCloseable {
     private static native float[] nativeSynthesize(long handle, byte[] text, byte[] speaker, byte[] language,
             byte[] instruct, float[] xvector, int[] ints, float[] floats, long seed, ChunkCallback callback,
             boolean collect, double[] stats);
+    private static native long nativeStreamBegin(long handle, byte[] speaker, byte[] language, byte[] instruct,
+            float[] xvector, int[] ints, float[] floats, long seed, ChunkCallback callback);
+    private static native void nativeStreamPush(long stream, byte[] text);
+    private static native void nativeStreamFinish(long stream, double[] stats);
+    private static native void nativeStreamFree(long stream);
 }

@@ -120,7 +120,37 @@ public final class KazeTtsTest {
                     + wantAudio.length);
         }
 
-        final String[] base = first;
+        // text streamed in word by word (an LLM's reply): the Python engine's codes and samples
+        String[] streaming = null;  // a request in the streaming-text mode
+        for (String line : Files.readAllLines(dir.resolve("cases.tsv"), StandardCharsets.UTF_8)) {
+            String[] f = line.split("\t");
+            if (!f[0].equals("sampled_seed3") && !f[0].equals("emoji")) continue;
+            streaming = f;
+            String text = new String(Base64.getDecoder().decode(f[1]), StandardCharsets.UTF_8);
+            List<float[]> heard = new ArrayList<>();
+            List<int[]> heardCodes = new ArrayList<>();
+            KazeTts.Stats streamed;
+            try (KazeTts.TextStream stream = tts.stream(options(f), (samples, codes, soFar) -> {
+                heard.add(samples);
+                heardCodes.add(codes);
+                return true;
+            })) {
+                String[] words = text.split(" ");
+                for (int i = 0; i < words.length; i++) stream.push(i == 0 ? words[i] : " " + words[i]);
+                streamed = stream.finish();
+                expectThrows("push after finish", IllegalStateException.class, () -> stream.push("more"));
+                expectThrows("finish twice", IllegalStateException.class, stream::finish);
+            }
+            int[] wantCodes = readInts(dir.resolve(f[0] + ".codes"));
+            float[] wantAudio = readFloats(dir.resolve(f[0] + ".pcm"));
+            int[] codes = heardCodes.stream().flatMapToInt(Arrays::stream).toArray();
+            check(f[0] + " text stream codes", Arrays.equals(codes, wantCodes) && Arrays.equals(tts.lastCodes(), wantCodes),
+                    (codes.length / 16) + " frames, Python engine " + (wantCodes.length / 16));
+            check(f[0] + " text stream samples", Arrays.equals(concat(heard), wantAudio) && streamed.samples == wantAudio.length,
+                    concat(heard).length + " samples, Python engine " + wantAudio.length);
+        }
+
+        final String[] base = first, streamCase = streaming;
         // streaming: the first frame alone, then chunkFrames a chunk; the chunks make generate()'s audio
         String text = new String(Base64.getDecoder().decode(base[1]), StandardCharsets.UTF_8);
         KazeTts.Options o = options(base);
@@ -215,6 +245,28 @@ public final class KazeTtsTest {
                 endStats.stopReason + " after " + ended.length / 16 + " frames; " + longer.length / 16 + " with minFrames");
         m.minFrames = -1;
         expectThrows("negative minFrames", IllegalArgumentException.class, () -> tts.generate("Bonjour.", m));
+
+        // a text stream's states: one request at a time, push after close, an empty stream, a bad request
+        KazeTts.TextStream open = tts.stream(options(streamCase), null);
+        expectThrows("generate while a text stream runs", IllegalStateException.class, () -> tts.generate(text, o));
+        open.push("Bonjour ");
+        open.close();
+        expectThrows("push after close", IllegalStateException.class, () -> open.push("more"));
+        open.close();
+        check("usable after a closed text stream", Arrays.equals(tts.generate(text, o), whole), "");
+        try (KazeTts.TextStream empty = tts.stream(options(streamCase), null)) {
+            empty.push(" \n");
+            expectThrows("empty text stream", IllegalArgumentException.class, empty::finish);
+        }
+        KazeTts.Options badStream = options(streamCase);
+        badStream.speaker = "nobody";
+        expectThrows("text stream with an unknown speaker", IllegalArgumentException.class,
+                () -> tts.stream(badStream, null));
+        KazeTts.TextStream cancelledStream = tts.stream(options(streamCase), (samples, codes, soFar) -> true);
+        cancelledStream.push("Bonjour ");
+        cancelledStream.cancel();
+        KazeTts.Stats cancelledStats = cancelledStream.finish();
+        check("text stream cancel", cancelledStats.stopReason.equals("cancelled"), cancelledStats.stopReason);
 
         // bad arguments are exceptions, before any audio
         KazeTts.Options bad = options(base);
