@@ -175,16 +175,17 @@ def test_enroll_into_a_directory_is_refused_and_leaves_nothing(base_dir, tmp_pat
 
 
 def test_a_failed_save_leaves_the_previous_voice(tiny_tts, tmp_path, monkeypatch):
-    from kazetts.engine.voice import Voice
+    from kazetts.engine.voice import NativeVoice
 
     voice = tiny_tts("tiny", "base").enroll(RECORDING)
     out = voice.save(tmp_path / "me.voice")
     before = out.read_bytes()
 
-    def fail(self, writer):
+    def fail(self, path):
+        pathlib.Path(path).write_bytes(b"half a file")  # the staging file, partly written
         raise OSError("disk went away")
 
-    monkeypatch.setattr(Voice, "_write", fail)
+    monkeypatch.setattr(NativeVoice, "write", fail)
     with pytest.raises(OSError, match="disk went away"):
         voice.save(out)
     assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["me.voice"]
