@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import soundfile
 import soxr
-
 from conftest import DUMPS
+
 from kazetts import native
-from kazetts.stages import audio_input
+from kazetts.stages import audio_input, mel
 from kazetts.validation import goldens
+from kazetts.validation.oracles import mel as mel_oracle
 
 _SIGNATURES = {
     "kz_resample_has_soxr": (ctypes.c_int, []),
@@ -78,3 +79,25 @@ def test_resample_short_and_bad_arguments():
     out, err = np.empty(7, np.float32), ctypes.create_string_buffer(512)
     assert lib.kz_resample(native.ptr(click), 7, -16000, native.ptr(out), err, len(err)) == 1  # INVALID_ARGUMENT
     assert b"positive rate" in err.value
+
+
+@pytest.mark.parametrize("name", sorted(goldens.RECORDINGS))
+def test_log_mel_equals_its_numpy_oracle(name):
+    """The C++ front-end (FFT written for it, double precision) gives the numpy oracle's floats."""
+    audio, sr = recording(name)
+    audio = audio_input.resample(audio, sr)
+    assert mel.log_mel(audio).tobytes() == mel_oracle.log_mel(audio).tobytes()
+
+
+@pytest.mark.parametrize("n", [mel.PAD + 1, mel.N_FFT, mel.min_samples(5), 48000 + 17])
+def test_log_mel_edges_and_noise_equal_the_oracle(n):
+    audio = np.random.default_rng(n).normal(0, 0.1, n).astype(np.float32)
+    audio[: n // 3] = 0.0  # silence: the log floor
+    got = mel.log_mel(audio)
+    assert got.shape == (mel.n_frames(n), mel.N_MELS)
+    assert got.tobytes() == mel_oracle.log_mel(audio).tobytes()
+
+
+def test_log_mel_too_short():
+    with pytest.raises(ValueError, match=f"needs > {mel.PAD}"):
+        mel.log_mel(np.ones(mel.PAD, np.float32))
