@@ -216,7 +216,7 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
                                                                         jbyteArray instruct, jfloatArray xvector,
                                                                         jintArray ints, jfloatArray floats, jlong seed,
                                                                         jobject callback, jboolean collect,
-                                                                        jdoubleArray stats) {
+                                                                        jdoubleArray stats, jlong voice) {
     return guarded(env, [&]() -> jfloatArray {
         kz_tts *tts = handle(env, h);
         if (!tts) return nullptr;
@@ -252,6 +252,7 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
         if (xvector && xv.empty()) r.xvector_len = -1;  // reported as a bad request
         set_request_numbers(r, iv, fv);
         r.seed = seed;
+        r.voice = reinterpret_cast<const kz_voice *>(voice);  // (0: none)
         CallbackState state{env, callback, collect == JNI_TRUE, {}};
         kz_tts_result res{};
         res.struct_size = sizeof(kz_tts_result);
@@ -277,6 +278,29 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
         jfloatArray out = env->NewFloatArray(jsize(state.audio.size()));
         if (out) env->SetFloatArrayRegion(out, 0, jsize(state.audio.size()), state.audio.data());
         return out;
+    });
+}
+
+// KazeTts.enroll: a new kz_voice (the caller's Voice owns it), or 0 with an exception.
+JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeEnroll(JNIEnv *env, jclass, jlong h, jfloatArray pcm,
+                                                              jint sample_rate, jbyteArray ref_text,
+                                                              jfloat ref_silence) {
+    return guarded(env, [&]() -> jlong {
+        kz_tts *tts = handle(env, h);
+        if (!tts) return 0;
+        std::vector<float> samples(size_t(env->GetArrayLength(pcm)));
+        env->GetFloatArrayRegion(pcm, 0, jsize(samples.size()), samples.data());
+        std::string text;
+        const bool has_text = bytes(env, ref_text, text);
+        if (has_text && text.find('\0') != std::string::npos) {
+            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "refText contains a NUL character");
+            return 0;
+        }
+        kz_voice *v = nullptr;
+        const int status = kz_tts_enroll(tts, samples.data(), int64_t(samples.size()), sample_rate,
+                                         has_text ? text.c_str() : nullptr, ref_silence, &v);
+        if (status != KZ_OK) throw_status(env, status, kz_tts_last_error(tts));
+        return reinterpret_cast<jlong>(v);
     });
 }
 
