@@ -24,7 +24,7 @@ function(kazetts_use_soxr target)
     set(BUILD_SHARED_LIBS OFF)
     set(CMAKE_POSITION_INDEPENDENT_CODE ON)
     set(CMAKE_POLICY_DEFAULT_CMP0077 NEW) # the variables above set libsoxr's options
-    add_subdirectory("${KAZETTS_SOXR_SRC}/libsoxr" "${CMAKE_BINARY_DIR}/libsoxr" EXCLUDE_FROM_ALL SYSTEM)
+    add_subdirectory("${KAZETTS_SOXR_SRC}/libsoxr" "${CMAKE_BINARY_DIR}/libsoxr" EXCLUDE_FROM_ALL)
     target_link_libraries(${target} PRIVATE soxr)
     # libsoxr's symbols stay inside libkazetts (beside python-soxr's own copy in one process)
     target_link_options(${target} PRIVATE "LINKER:--exclude-libs,libsoxr.a")
