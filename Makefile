@@ -22,21 +22,34 @@ PIP_FLAGS   ?= -q
 # kazetts' GGUF files with, and the sources of the aarch64 cross build and of llama-tts.
 KAZETTS_CACHE ?= $(HOME)/.cache/kazetts
 LLAMA_SRC   := $(KAZETTS_CACHE)/src/llama_cpp_python-$(LLAMA_CPP_VERSION)
+# libsoxr, built into libkazetts (native/cmake/soxr.cmake): the copy python-soxr's sdist vendors,
+# the library the Python engine resamples with, so that native enrollment resamples the same.
+SOXR_VERSION := 1.1.0
+SOXR_SHA256 := 9f228ae21c78fa9359ca98d8a5e8e91f30639e438e574133dace62c5b5309e44
+SOXR_SRC    := $(KAZETTS_CACHE)/src/soxr-$(SOXR_VERSION)
 NATIVE_SRC  := $(wildcard pyproject.toml native/CMakeLists.txt native/cmake/* native/src/*/* native/include/kazetts/* \
 	native/jni/* native/java/src/org/kazetts/* native/java/test/org/kazetts/*)
 
-.PHONY: setup ref native llama-src demo test pip-check asan clean-venvs
+.PHONY: setup ref native llama-src soxr-src demo test pip-check asan clean-venvs
 
 setup: $(VENV)/.native
 ref: $(VENV_REF)/.installed
 native: $(VENV)/.native
 llama-src: $(LLAMA_SRC)/.unpacked
+soxr-src: $(SOXR_SRC)/.unpacked
 
 $(LLAMA_SRC)/.unpacked:
 	mkdir -p $(KAZETTS_CACHE)/sdist $(KAZETTS_CACHE)/src
 	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --no-binary :all: --no-build-isolation \
 		-d $(KAZETTS_CACHE)/sdist llama-cpp-python==$(LLAMA_CPP_VERSION)
 	tar xzf $(KAZETTS_CACHE)/sdist/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C $(KAZETTS_CACHE)/src
+	touch $@
+
+$(SOXR_SRC)/.unpacked:
+	mkdir -p $(KAZETTS_CACHE)/sdist $(KAZETTS_CACHE)/src
+	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --no-binary :all: -d $(KAZETTS_CACHE)/sdist soxr==$(SOXR_VERSION)
+	echo "$(SOXR_SHA256)  $(KAZETTS_CACHE)/sdist/soxr-$(SOXR_VERSION).tar.gz" | sha256sum -c --quiet
+	tar xzf $(KAZETTS_CACHE)/sdist/soxr-$(SOXR_VERSION).tar.gz -C $(KAZETTS_CACHE)/src
 	touch $@
 
 $(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_VERSION):
@@ -59,10 +72,11 @@ $(VENV)/.installed: pyproject.toml $(WHEEL_CACHE)/.llama-cpp-python-$(LLAMA_CPP_
 
 # (kazetts/lib/libkazetts.so: where `make native` used to copy the library; a stale copy there
 # would shadow the built one in an editable install.)
-$(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
+$(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC) $(SOXR_SRC)/.unpacked
 	rm -f kazetts/lib/libkazetts.so
 	$(VENV)/bin/pip install $(PIP_FLAGS) --no-build-isolation --find-links $(WHEEL_CACHE) \
-		--config-settings=build-dir=build/editable -e '.[test,synthetic]'
+		--config-settings=build-dir=build/editable --config-settings=cmake.define.KAZETTS_SOXR_SRC=$(SOXR_SRC) \
+		-e '.[test,synthetic]'
 	touch $@
 
 $(VENV_REF)/.installed: requirements-ref.txt pyproject.toml
@@ -101,14 +115,14 @@ ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-
 	$(ASAN_RUN) KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py tests/test_speaker_encoder.py tests/test_voice_clone.py \
 	tests/test_voice.py tests/test_text_split.py tests/test_time_stretch.py tests/test_text_stream.py \
-	tests/test_native_text_stream.py
+	tests/test_native_text_stream.py tests/test_native_enroll.py
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or talker_sampler or end_of_speech or min_frames or rng or model_info or \
 	base_xvector or seed and 3 or nan_logits or same_voices or longer_than
 $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DKAZETTS_GOLDEN_CHECK=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR=
+		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR= -DKAZETTS_SOXR_SRC=$(SOXR_SRC)
 	cmake --build build/asan -j2
 
 # (then the conv GEMM's odd shapes, strided inputs and edge modes: golden_check's conv gemm stage;

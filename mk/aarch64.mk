@@ -3,7 +3,7 @@
 .PHONY: aarch64-test aarch64-pip-check
 
 aarch64-test: setup llama-src
-	LLAMA_SRC=$(LLAMA_SRC) VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_goldens.sh
+	LLAMA_SRC=$(LLAMA_SRC) SOXR_SRC=$(SOXR_SRC) VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_goldens.sh
 
 # `pip install <sdist>` + `kazetts say` in an arm64 Debian chroot under qemu-user, llama-cpp-python
 # compiled there from PyPI (scripts/aarch64_pip_check.sh; as root). Hours cold; a cached run

@@ -5,7 +5,8 @@
 # (a phone big core). Same gates as the Python tests on x86-64. Entry point: make aarch64-test.
 #
 # Environment (make passes them): LLAMA_SRC (unpacked sdist), VENV_PYTHON (x86 runtime, used to
-# build and convert the tiny checkpoints), KAZETTS_CACHE (the cross-built libraries are cached
+# build and convert the tiny checkpoints), SOXR_SRC (the unpacked python-soxr sdist: libsoxr in the
+# cross-built libkazetts), KAZETTS_CACHE (the cross-built libraries are cached
 # there, keyed by sources, flags and compiler), QEMU_CPU (default cortex-a76).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,7 +72,7 @@ cross_build_native() {
     NATIVE=$BUILD/native-$KEY
     log "cross-building native/ and golden_check"
     quietly "$BUILD/native-configure.log" cmake -S native -B "$NATIVE" -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" \
-        -DKAZETTS_GOLDEN_CHECK=ON -DGGML_INCLUDE_DIR="$PREFIX/include" -DLLAMA_INCLUDE_DIR="$PREFIX/include" \
+        -DKAZETTS_GOLDEN_CHECK=ON -DKAZETTS_SOXR_SRC="${SOXR_SRC:-}" -DGGML_INCLUDE_DIR="$PREFIX/include" -DLLAMA_INCLUDE_DIR="$PREFIX/include" \
         -DGGML_LIB_DIR="$PREFIX/lib"
     quietly "$BUILD/native-build.log" cmake --build "$NATIVE" -j2
 }

@@ -31,6 +31,13 @@ from kazetts.synthetic.checkpoint import make_checkpoint  # noqa: E402
 from kazetts.stages.talker_file import TalkerFile  # noqa: E402
 
 LONG_CASE = "long_window"  # as in tests/test_code_predictor.py's quantized test
+ENROLL_CASE = "clone_xvec_16k"  # a Base case: native enrollment of the 16 kHz recording (check_enroll.cpp)
+ENROLL_RECORDING = "en_16k"
+# check_enroll's bounds on aarch64 against x86-64's values (both 0 on x86-64, tests/test_native_enroll.py).
+# Measured under qemu (cortex-a76, GCC 12 cross): the resampled 16 kHz recording within 1.6e-7 of
+# python-soxr's (GCC fuses libsoxr's multiply-adds on aarch64, and its FFT is pffft on NEON, not
+# SSE), the log-mel of the same 24 kHz audio identical; the voice's codes identical all the same.
+ENROLL_GATES = {"enroll_resample_max_abs": 1e-6, "enroll_log_mel_max_abs": 0.0}
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -106,6 +113,8 @@ def prepare_case(out: pathlib.Path, case_dir: pathlib.Path) -> pathlib.Path:
             "max_frames": case["max_new_tokens"] - 1,
         }
     )
+    if case_dir.name == ENROLL_CASE:
+        lines.update(enroll_inputs(out / "enroll", talker, mmproj))
     if case_dir.name == LONG_CASE:
         for out_type in ("f16", "q8_0"):
             lines[f"mmproj_{out_type}"] = converted(out, ck_path, out_type)[1].resolve()
@@ -114,6 +123,31 @@ def prepare_case(out: pathlib.Path, case_dir: pathlib.Path) -> pathlib.Path:
     case_file = out / "cases" / f"{case_dir.name}.txt"
     case_file.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
     return case_file
+
+
+def enroll_inputs(out: pathlib.Path, talker: pathlib.Path, mmproj: pathlib.Path) -> dict:
+    """The recording and what this host's Python engine makes of it: the 24 kHz audio
+    (python-soxr), its log-mel and the ICL voice's x-vector and reference codes."""
+    import soundfile
+
+    from kazetts.engine.tts import TTS
+    from kazetts.stages import audio_input, mel
+
+    recording = goldens.RECORDINGS[ENROLL_RECORDING]
+    pcm, rate = soundfile.read(goldens.recording_path(REPO / "dumps", ENROLL_RECORDING), dtype="float32")
+    resampled = audio_input.resample(pcm, rate)
+    voice = TTS(talker, mmproj, threads=2).enroll((pcm, rate), recording.text)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, array in [
+        ("pcm", pcm),
+        ("resampled", resampled),
+        ("log_mel", mel.log_mel(resampled)),
+        ("xvector", voice.x_vector.astype(np.float32)),
+        ("ref_codes", voice.ref_codes.astype(np.int32)),
+    ]:
+        np.save(out / f"{name}.npy", array)
+    gates = {f"gate.{name}": repr(value) for name, value in ENROLL_GATES.items()}
+    return {"enroll": out.resolve(), "enroll_rate": rate, "enroll_text": recording.text, **gates}
 
 
 def main(argv: list[str] | None = None) -> int:

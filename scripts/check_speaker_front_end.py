@@ -2,7 +2,7 @@
 """kazetts' torch-free cloning front end beside the reference's own functions (reference env).
 
 Prints one JSON object of figures (tests/test_speaker_encoder.py asserts them):
-  filterbank_identical       kazetts.stages.mel.mel_filterbank == librosa.filters.mel, bit for bit
+  filterbank_identical       kazetts.validation.oracles.mel.mel_filterbank == librosa.filters.mel, bit for bit
   mel_max_abs_diff           kazetts log_mel vs the reference's mel_spectrogram, per length
   resample_identical         kazetts resample vs librosa.resample (soxr_hq), per source rate
   load_identical             read_audio + to_mono vs Qwen3TTSModel._load_audio_to_np, per file

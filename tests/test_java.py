@@ -186,3 +186,40 @@ def test_java_voice_reads_and_writes_the_python_voice_files(tmp_path):
     back = Voice.load(tmp_path / "java.voice")
     assert back.payload_sha256() == voice.payload_sha256() and back.ref_text == voice.ref_text
     assert (tmp_path / "java.voice").read_bytes() == data, "one writer: the same bytes on both sides"
+
+
+def test_java_enroll_is_the_python_engines_voice(tiny_gguf, tmp_path):
+    """KazeTts.enroll (kz_tts_enroll through JNI) from the 16 kHz recording (ICL) and from 44.1 kHz
+    made of the 24 kHz one (x-vector): the voice files Java saves are the Python engine's enroll's,
+    byte for byte, and Java's request with the voice gives the Python engine's codes."""
+    import soundfile
+    import soxr
+
+    from kazetts.engine.voice import Voice
+
+    java = _java_build()
+    talker, mmproj = tiny_gguf("tiny", "base", "f32")
+    pcm16, _ = soundfile.read(goldens.recording_path(DUMPS, "en_16k"), dtype="float32")
+    pcm24, _ = soundfile.read(goldens.recording_path(DUMPS, "en_24k"), dtype="float32")
+    pcm44 = np.asarray(soxr.resample(pcm24, 24000, 44100, quality="soxr_hq"), np.float32)
+    text = goldens.RECORDINGS["en_16k"].text
+    pcm16.astype("<f4").tofile(tmp_path / "pcm16k.f32")
+    pcm44.astype("<f4").tofile(tmp_path / "pcm44k.f32")
+    (tmp_path / "ref.text").write_text(text, encoding="utf-8")
+    classpath = f"{BUILD / 'kazetts.jar'}:{BUILD / 'kazetts-tests.jar'}"
+    run = subprocess.run(
+        [java, f"-Djava.library.path={BUILD}", "-cp", classpath, "org.kazetts.EnrollTest", talker, mmproj, tmp_path],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(run.stdout, run.stderr)
+    assert run.returncode == 0 and "ALL PASSED" in run.stdout
+    tts = TTS(talker, mmproj, threads=2)
+    icl, xv = tts.enroll((pcm16, 16000), text), tts.enroll((pcm44, 44100))
+    assert (tmp_path / "java_icl.voice").read_bytes() == icl.save(tmp_path / "python_icl.voice").read_bytes()
+    assert (tmp_path / "java_xv.voice").read_bytes() == xv.save(tmp_path / "python_xv.voice").read_bytes()
+    codes = np.fromfile(tmp_path / "java_icl.codes", "<i4").reshape(-1, 16)
+    loaded = Voice.load(tmp_path / "java_icl.voice")
+    want = tts.synthesize("Hello there.", voice=loaded, language="english", greedy=True, max_frames=6)
+    assert np.array_equal(codes, want.codes)

@@ -114,6 +114,18 @@ _SIGNATURES = {
     "kz_tts_stream_push": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "kz_tts_stream_finish": (ctypes.c_int, [_P, ctypes.POINTER(NativeResult)]),
     "kz_tts_stream_free": (None, [_P]),
+    "kz_tts_enroll": (
+        ctypes.c_int,
+        [
+            _P,
+            ctypes.POINTER(ctypes.c_float),
+            ctypes.c_int64,
+            ctypes.c_int32,
+            ctypes.c_char_p,
+            ctypes.c_float,
+            ctypes.POINTER(_P),
+        ],
+    ),
 }
 
 
@@ -293,6 +305,18 @@ class NativeTTS(native.NativeHandle):
         out = np.zeros((n, N_CODEBOOKS), np.int32)
         self._lib.kz_tts_last_codes(self._handle, native.ptr(out, ctypes.c_int32), out.size)
         return out
+
+    def enroll(self, pcm: np.ndarray, sample_rate: int, ref_text: str | None = None, ref_silence: float = 0.0):
+        """A Voice from mono samples at any rate (kz_tts_enroll): the voice kazetts.TTS.enroll
+        makes of (pcm, sample_rate), made by libkazetts alone (as an app without Python does)."""
+        pcm = np.ascontiguousarray(pcm, dtype=np.float32).reshape(-1)
+        handle = _P()
+        self._check(
+            self._lib.kz_tts_enroll(
+                self._handle, native.ptr(pcm), pcm.size, int(sample_rate), _utf8(ref_text), ref_silence, handle
+            )
+        )
+        return NativeVoice.owning(handle).voice()[0]
 
 
 def _collector(on_chunk):

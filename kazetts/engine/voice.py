@@ -186,6 +186,13 @@ class NativeVoice(native.NativeHandle):
         return cls("kz_voice_new", ctypes.byref(info))
 
     @classmethod
+    def owning(cls, handle: ctypes.c_void_p) -> "NativeVoice":
+        """The owner of a kz_voice a native call made (kz_tts_enroll)."""
+        voice = cls.__new__(cls)
+        voice._lib, voice._handle = native.bind(_SIGNATURES), handle
+        return voice
+
+    @classmethod
     def read(cls, path: pathlib.Path) -> "NativeVoice":
         return cls("kz_voice_read", os.fsencode(str(path)))
 

@@ -314,7 +314,7 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
                                                                         jbyteArray instruct, jfloatArray xvector,
                                                                         jintArray ints, jfloatArray floats, jlong seed,
                                                                         jobject callback, jboolean collect,
-                                                                        jdoubleArray stats) {
+                                                                        jdoubleArray stats, jlong voice) {
     return guarded(env, [&]() -> jfloatArray {
         kz_tts *tts = handle(env, h);
         if (!tts) return nullptr;
@@ -329,7 +329,8 @@ JNIEXPORT jfloatArray JNICALL Java_org_kazetts_KazeTts_nativeSynthesize(JNIEnv *
             return nullptr;
         }
         JavaRequest jr;
-        const kz_tts_request r = jr.read(env, speaker, language, instruct, xvector, ints, floats, seed);
+        kz_tts_request r = jr.read(env, speaker, language, instruct, xvector, ints, floats, seed);
+        r.voice = reinterpret_cast<const kz_voice *>(voice);  // (0: none)
         CallbackState state{env, callback, collect == JNI_TRUE, {}};
         kz_tts_result res{};
         res.struct_size = sizeof(kz_tts_result);
@@ -407,6 +408,30 @@ JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeStreamFree(JNIEnv *env, jc
     if (s->callback) env->DeleteGlobalRef(s->callback);
     if (s->thrown) env->DeleteGlobalRef(s->thrown);
     delete s;
+}
+
+
+// KazeTts.enroll: a new kz_voice (the caller's Voice owns it), or 0 with an exception.
+JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeEnroll(JNIEnv *env, jclass, jlong h, jfloatArray pcm,
+                                                              jint sample_rate, jbyteArray ref_text,
+                                                              jfloat ref_silence) {
+    return guarded(env, [&]() -> jlong {
+        kz_tts *tts = handle(env, h);
+        if (!tts) return 0;
+        std::vector<float> samples(size_t(env->GetArrayLength(pcm)));
+        env->GetFloatArrayRegion(pcm, 0, jsize(samples.size()), samples.data());
+        std::string text;
+        const bool has_text = bytes(env, ref_text, text);
+        if (has_text && text.find('\0') != std::string::npos) {
+            throw_status(env, KZ_ERR_INVALID_ARGUMENT, "refText contains a NUL character");
+            return 0;
+        }
+        kz_voice *v = nullptr;
+        const int status = kz_tts_enroll(tts, samples.data(), int64_t(samples.size()), sample_rate,
+                                         has_text ? text.c_str() : nullptr, ref_silence, &v);
+        if (status != KZ_OK) throw_status(env, status, kz_tts_last_error(tts));
+        return reinterpret_cast<jlong>(v);
+    });
 }
 
 // org.kazetts.Voice: a kz_voice behind a jlong.

@@ -83,6 +83,7 @@ void check_codec(const GoldenCase &c, Report &report);
 void check_talker(const GoldenCase &c, Report &report);
 void check_talker_repack(const GoldenCase &c, Report &report);  // long case: quantized talkers
 void check_engine(const GoldenCase &c, Report &report);         // the whole kazetts/tts.h engine
+void check_enroll(const GoldenCase &c, Report &report);         // kz_tts_enroll, from a recording
 // kz::conv_gemm_op against a scalar reference (no golden case: synthetic operands)
 void check_conv_gemm(Report &report);
 void check_rules(Report &report);  // rules.h's WSOLA stream and joiner (no model)

@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
             timed("talker", check_talker, c, report);
             if (c.long_checks()) timed("quantized talkers", check_talker_repack, c, report);
             timed("engine", check_engine, c, report);
+            if (c.has("enroll")) timed("enroll", check_enroll, c, report);
         } catch (const std::exception &e) {
             report.gate(argv[i], false, std::string("error: ") + e.what());
         }

@@ -49,6 +49,14 @@ KZ_API int kz_speaker_encoder_encode(kz_speaker_encoder *enc, const float *mel, 
 KZ_API int kz_speaker_encoder_fingerprint(const char *mmproj_path, char *out, size_t out_len, char *err,
                                           size_t err_len);
 
+/* The speaker encoder's log-mel front-end on mono 24 kHz audio (the input of
+ * kz_speaker_encoder_encode): qwen-tts's mel_spectrogram, computed in double precision and rounded
+ * once to float. The Python engine calls it too (kazetts/stages/mel.py), so both engines encode
+ * the same mel. out: kz_speaker_encoder_mel_frames(n_samples) x 128 floats, time-major.
+ * KZ_ERR_INVALID_ARGUMENT for NULL buffers or audio of 384 samples or fewer. */
+KZ_API int64_t kz_speaker_encoder_mel_frames(int64_t n_samples); /* 0 when too short to frame */
+KZ_API int kz_speaker_encoder_log_mel(const float *audio, int64_t n_samples, float *out, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -212,6 +212,20 @@ KZ_API void kz_tts_stream_free(kz_tts_stream *stream);
  * values and returns n_frames. */
 KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacity);
 
+/* Enrolls a voice from a recording (Base models): n_samples mono float samples at sample_rate
+ * (8000 Hz or more; resampled to 24 kHz with libsoxr, see kz_resample in kazetts/voice.h), with
+ * ref_silence seconds (0..2) of silence appended, as the Python engine's enroll: the speaker
+ * encoder's x-vector, and with ref_text (the words said; NULL: x-vector only) the reference's
+ * codec codes for ICL. The same voice, bit for bit, as the Python engine's
+ * tts.enroll((pcm, sample_rate), ref_text, ref_silence=...). The encoders are loaded on the
+ * first call. *out: a new voice (kz_voice_free), or NULL. KZ_ERR_INVALID_ARGUMENT with the
+ * Python engine's one-line message (kz_tts_last_error) for what it refuses: not a Base model,
+ * empty ref_text, empty, non-finite, silent, too short or too long audio, a rate below 8000 Hz;
+ * KZ_ERR_STATE for a rate other than 24000 in a library built without libsoxr, or while another
+ * call runs on this kz_tts. */
+KZ_API int kz_tts_enroll(kz_tts *tts, const float *pcm, int64_t n_samples, int32_t sample_rate, const char *ref_text,
+                         float ref_silence, kz_voice **out);
+
 #ifdef __cplusplus
 }
 #endif

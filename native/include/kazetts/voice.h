@@ -76,6 +76,25 @@ KZ_API int kz_voice_check_model(const char *voice_type, int32_t voice_hidden, co
                                 const char *model_type, int32_t model_hidden, const char *model_sha256,
                                 const char *what, char *err, size_t err_len);
 
+/* ---- enrollment from a recording at any sample rate (the Python engine's enroll) ---------------
+ * The voice's 24 kHz audio is made as the Python engine makes it (kazetts/stages/audio_input.py):
+ * libsoxr at its "HQ" quality (the python-soxr build: the same samples, bit for bit), then cut or
+ * zero-padded to kz_resample_length samples. A library built without libsoxr (pip's build, which
+ * cannot download it) takes 24000 Hz only: any other rate is KZ_ERR_STATE "this libkazetts was
+ * built without libsoxr: ...". */
+
+/* 1 when this library was built with libsoxr (it resamples any rate), else 0 (24000 Hz only). */
+KZ_API int kz_resample_has_soxr(void);
+
+/* The length at 24 kHz of n samples at sample_rate: ceil(n * 24000 / sample_rate) (n itself at
+ * 24000); -1 for a negative n or a rate <= 0. */
+KZ_API int64_t kz_resample_length(int64_t n, int32_t sample_rate);
+
+/* Resamples n mono samples at sample_rate to 24 kHz into out (kz_resample_length(n,
+ * sample_rate) floats, caller-owned). KZ_ERR_INVALID_ARGUMENT for NULL buffers or a bad count or
+ * rate; KZ_ERR_STATE without libsoxr (a rate other than 24000) or when libsoxr fails. */
+KZ_API int kz_resample(const float *pcm, int64_t n, int32_t sample_rate, float *out, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

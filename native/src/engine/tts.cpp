@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/common_internal.h"
+#include "engine/enroll.h"
 #include "engine/joiner.h"
 #include "engine/model_files.h"
 #include "engine/rules.h"
@@ -238,10 +239,16 @@ struct kz_tts {
     std::vector<int32_t> last_codes;
     std::string mmproj_path, speaker_encoder_sha256;  // the digest once a voice asked for it
     std::vector<int32_t> prime_codes;                 // the request's ICL reference codes (none: not ICL)
+    // kz_tts_enroll's encoders, loaded on its first call, and the threads they run on
+    kz_speaker_encoder *speaker_encoder = nullptr;
+    kz_codec_encoder *codec_encoder = nullptr;
+    int n_threads = 1;
 
     ~kz_tts() {
         kz_cp_free(cp);
         kz_codec_free(codec);
+        kz_speaker_encoder_free(speaker_encoder);
+        kz_codec_encoder_free(codec_encoder);
     }
 
     std::vector<Piece> plan(const std::string &text, const kz_tts_request &r);
@@ -874,6 +881,7 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                                                " (code predictor width or codec vocabulary differ)");
             }
             tts->mmproj_path = mmproj_path;
+            tts->n_threads = p.n_threads;
             tts->sample_rate = kz_codec_sample_rate(tts->codec);
             tts->samples_per_frame = kz_codec_samples_per_frame(tts->codec);
             const kz::VoiceTable &v = tts->file->voices();
@@ -1029,6 +1037,25 @@ KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacit
     const size_t n = std::min(capacity, tts->last_codes.size());
     if (out && n) std::copy(tts->last_codes.begin(), tts->last_codes.begin() + long(n), out);
     return int32_t(tts->last_codes.size() / N_CODEBOOKS);
+}
+
+KZ_API int kz_tts_enroll(kz_tts *tts, const float *pcm, int64_t n_samples, int32_t sample_rate, const char *ref_text,
+                         float ref_silence, kz_voice **out) {
+    if (out) *out = nullptr;
+    if (!tts) return KZ_ERR_INVALID_ARGUMENT;
+    if (tts->busy.exchange(true)) return KZ_ERR_STATE;  // last_error belongs to the running request
+    tts->last_error.clear();
+    const int status = kz::run_guarded(
+        [&] {
+            if (!out) throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_enroll needs an output voice");
+            kz::EnrollModel m{
+                tts->file->voices().model_type, tts->mmproj_path,      tts->file->hidden(), tts->n_threads,
+                &tts->speaker_encoder_sha256,   &tts->speaker_encoder, &tts->codec_encoder};
+            *out = kz::enroll(m, pcm, n_samples, sample_rate, ref_text, ref_silence);
+        },
+        [&](const char *m) { tts->last_error = m; }, KZ_ERR_COMPUTE);
+    tts->busy.store(false);
+    return status;
 }
 
 }  // extern "C"

@@ -65,6 +65,8 @@ public final class KazeTts implements AutoCloseable {
         public int chunkFrames;
         /** End-of-speech is banned until a piece has this many frames (>= 0; default 2, the reference's). */
         public int minFrames;
+        /** Base: a cloned voice (enroll, Voice.load); null: none. It must stay open while it is used. */
+        public Voice voice;
 
         public Options() {
             int[] ints = new int[INTS];
@@ -296,8 +298,16 @@ public final class KazeTts implements AutoCloseable {
         if (text == null) throw new IllegalArgumentException("text is required");
         if (o == null) throw new IllegalArgumentException("options are required");
         double[] stats = new double[11];
-        float[] audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
-                o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats);
+        float[] audio;
+        if (o.voice == null) {
+            audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
+                    o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats, 0);
+        } else {
+            synchronized (o.voice) {  // (not closed while the request reads it)
+                audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
+                        o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats, o.voice.nativeHandle());
+            }
+        }
         lastStats = new Stats(stats);
         return audio;
     }
@@ -352,10 +362,33 @@ public final class KazeTts implements AutoCloseable {
     private static native int[] nativeLastCodes(long handle);
     private static native float[] nativeSynthesize(long handle, byte[] text, byte[] speaker, byte[] language,
             byte[] instruct, float[] xvector, int[] ints, float[] floats, long seed, ChunkCallback callback,
-            boolean collect, double[] stats);
+            boolean collect, double[] stats, long voice);
     private static native long nativeStreamBegin(long handle, byte[] speaker, byte[] language, byte[] instruct,
             float[] xvector, int[] ints, float[] floats, long seed, ChunkCallback callback);
     private static native void nativeStreamPush(long stream, byte[] text);
     private static native void nativeStreamFinish(long stream, double[] stats);
     private static native void nativeStreamFree(long stream);
+
+    /**
+     * Enrolls a voice (Base models) from a recording: mono float samples in [-1, 1] at any rate of
+     * 8000 Hz or more (16, 44.1 and 48 kHz microphones are resampled to 24 kHz by libsoxr, as the
+     * Python engine does), and the words said in it for ICL cloning (null: x-vector only). The
+     * same voice, bit for bit, as the Python engine's {@code tts.enroll((pcm, sampleRate), refText)}.
+     * A recording it cannot use (empty, silent, shorter than the speaker encoder's window, longer
+     * than 60 s, below 8000 Hz), an empty refText or a model that is not Base is an
+     * {@link IllegalArgumentException} with a one-line message. Close the Voice when done.
+     */
+    public Voice enroll(float[] pcm, int sampleRate, String refText) {
+        return enroll(pcm, sampleRate, refText, 0.0f);
+    }
+
+    /** As {@link #enroll(float[], int, String)}, with refSilence seconds (0..2; about 0.5 helps ICL)
+     * of silence appended to the recording before encoding. */
+    public synchronized Voice enroll(float[] pcm, int sampleRate, String refText, float refSilence) {
+        if (pcm == null) throw new IllegalArgumentException("pcm is required");
+        return new Voice(nativeEnroll(open(), pcm, sampleRate, utf8(refText), refSilence));
+    }
+
+    private static native long nativeEnroll(long handle, float[] pcm, int sampleRate, byte[] refText,
+            float refSilence);
 }

@@ -19,7 +19,7 @@ public final class Voice implements AutoCloseable {
 
     private volatile long handle;
 
-    private Voice(long handle) {
+    Voice(long handle) {
         this.handle = handle;
     }
 
