@@ -71,6 +71,13 @@ def _requests():
         )
     )
     out.append(("emoji", "Emoji 🙂🎉 ok, 你好！", dict(speaker="ryan", language="auto", greedy=True, max_frames=4)))
+    out.append(
+        (
+            "speed",
+            "Bonjour ! Une phrase un peu plus longue.",
+            dict(speaker="vivian", language="french", greedy=False, seed=3, max_frames=10, speed=1.6),
+        )
+    )
     return out
 
 
@@ -96,7 +103,7 @@ def test_kazetts_java_class_matches_the_python_engine(tiny_gguf, tmp_path):
                     str(options.get("seed", -1)),
                     str(options["max_frames"]),
                     str(int(options.get("text_streaming", True))),
-                    *(str(options.get(name, "-")) for name in OPTIONS),
+                    *(str(options.get(name, "-")) for name in (*OPTIONS, "speed")),
                 ]
             )
         )

@@ -147,22 +147,24 @@ int32_t on_stream_chunk(const kz_tts_chunk *chunk, void *user) {
 }
 
 // A request's numbers as KazeTts.Options passes them: ints text_streaming, greedy, top_k,
-// cp_top_k, max_frames, chunk_frames, min_frames; floats temperature, top_p, repetition_penalty,
-// cp_temperature, cp_top_p.
-constexpr jsize N_INTS = 7, N_FLOATS = 5;
+// cp_top_k, max_frames, chunk_frames, min_frames, xvector_only; floats temperature, top_p,
+// repetition_penalty, cp_temperature, cp_top_p, speed.
+constexpr jsize N_INTS = 8, N_FLOATS = 6;
 
 void request_numbers(const kz_tts_request &r, jint *iv, jfloat *fv) {
-    const jint ints[N_INTS] = {r.text_streaming, r.greedy,       r.top_k,     r.cp_top_k,
-                               r.max_frames,     r.chunk_frames, r.min_frames};
-    const jfloat floats[N_FLOATS] = {r.temperature, r.top_p, r.repetition_penalty, r.cp_temperature, r.cp_top_p};
+    const jint ints[N_INTS] = {r.text_streaming, r.greedy,       r.top_k,      r.cp_top_k,
+                               r.max_frames,     r.chunk_frames, r.min_frames, r.xvector_only};
+    const jfloat floats[N_FLOATS] = {r.temperature,    r.top_p,    r.repetition_penalty,
+                                     r.cp_temperature, r.cp_top_p, r.speed};
     std::copy(ints, ints + N_INTS, iv);
     std::copy(floats, floats + N_FLOATS, fv);
 }
 
 void set_request_numbers(kz_tts_request &r, const jint *iv, const jfloat *fv) {
     r.text_streaming = iv[0], r.greedy = iv[1], r.top_k = iv[2], r.cp_top_k = iv[3], r.max_frames = iv[4],
-    r.chunk_frames = iv[5], r.min_frames = iv[6];
-    r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4];
+    r.chunk_frames = iv[5], r.min_frames = iv[6], r.xvector_only = iv[7];
+    r.temperature = fv[0], r.top_p = fv[1], r.repetition_penalty = fv[2], r.cp_temperature = fv[3], r.cp_top_p = fv[4],
+    r.speed = fv[5];
 }
 
 // A kz_tts_request from KazeTts.Options' fields, with the buffers it points to.
@@ -409,7 +411,6 @@ JNIEXPORT void JNICALL Java_org_kazetts_KazeTts_nativeStreamFree(JNIEnv *env, jc
     if (s->thrown) env->DeleteGlobalRef(s->thrown);
     delete s;
 }
-
 
 // KazeTts.enroll: a new kz_voice (the caller's Voice owns it), or 0 with an exception.
 JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeEnroll(JNIEnv *env, jclass, jlong h, jfloatArray pcm,

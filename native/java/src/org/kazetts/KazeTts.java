@@ -67,6 +67,10 @@ public final class KazeTts implements AutoCloseable {
         public int minFrames;
         /** Base: a cloned voice (enroll, Voice.load); null: none. It must stay open while it is used. */
         public Voice voice;
+        /** With a voice: -1 (default) ICL when it has its reference text, else x-vector; 0 ICL; 1 x-vector only. */
+        public int xvectorOnly;
+        /** The speaking rate, 0.25..4 (1: as the model says it): the audio time-stretched, pitch kept. */
+        public float speed;
 
         public Options() {
             int[] ints = new int[INTS];
@@ -79,24 +83,27 @@ public final class KazeTts implements AutoCloseable {
             maxFrames = ints[4];
             chunkFrames = ints[5];
             minFrames = ints[6];
+            xvectorOnly = ints[7];
             temperature = floats[0];
             topP = floats[1];
             repetitionPenalty = floats[2];
             cpTemperature = floats[3];
             cpTopP = floats[4];
+            speed = floats[5];
         }
 
         // the numbers of the request, in the JNI bridge's order (kazetts_jni.cpp: request_numbers)
         int[] ints() {
-            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, cpTopK, maxFrames, chunkFrames, minFrames};
+            return new int[] {textStreaming ? 1 : 0, greedy ? 1 : 0, topK, cpTopK, maxFrames, chunkFrames, minFrames,
+                    xvectorOnly};
         }
 
         float[] floats() {
-            return new float[] {temperature, topP, repetitionPenalty, cpTemperature, cpTopP};
+            return new float[] {temperature, topP, repetitionPenalty, cpTemperature, cpTopP, speed};
         }
     }
 
-    private static final int INTS = 7, FLOATS = 5;
+    private static final int INTS = 8, FLOATS = 6;
 
     /** Receives audio as frames are decoded, on the generating thread; return false to stop. */
     public interface ChunkCallback {

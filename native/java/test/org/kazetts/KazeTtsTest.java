@@ -19,7 +19,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the Python engine). Usage: KazeTtsTest TALKER MMPROJ CASES_DIR. CASES_DIR/cases.tsv has one
  * line per request: name, text (base64 UTF-8), speaker, language, greedy, seed, max_frames,
  * text_streaming, temperature, top_k, top_p, repetition_penalty, cp_temperature,
- * cp_top_k, cp_top_p ("-": the Options default);
+ * cp_top_k, cp_top_p, speed ("-": the Options default);
  * NAME.codes (int32 LE) and NAME.pcm (float32 LE) are the Python engine's output for it.
  * Prints PASS/FAIL per check; exits 1 on any failure.
  */
@@ -63,6 +63,7 @@ public final class KazeTtsTest {
         if (!f[12].equals("-")) o.cpTemperature = Float.parseFloat(f[12]);
         if (!f[13].equals("-")) o.cpTopK = Integer.parseInt(f[13]);
         if (!f[14].equals("-")) o.cpTopP = Float.parseFloat(f[14]);
+        if (!f[15].equals("-")) o.speed = Float.parseFloat(f[15]);
         return o;
     }
 
