@@ -202,7 +202,7 @@ def test_java_enroll_is_the_python_engines_voice(tiny_gguf, tmp_path):
     import soundfile
     import soxr
 
-    from kazetts.engine.voice import Voice
+    from kazetts.engine.voice import ModelFingerprint, Voice
 
     java = _java_build()
     talker, mmproj = tiny_gguf("tiny", "base", "f32")
@@ -213,6 +213,8 @@ def test_java_enroll_is_the_python_engines_voice(tiny_gguf, tmp_path):
     pcm16.astype("<f4").tofile(tmp_path / "pcm16k.f32")
     pcm44.astype("<f4").tofile(tmp_path / "pcm44k.f32")
     (tmp_path / "ref.text").write_text(text, encoding="utf-8")
+    foreign = Voice(np.ones(64, np.float32), ModelFingerprint("base", 64, "f" * 64))  # another speaker encoder's
+    foreign.save(tmp_path / "foreign.voice")
     classpath = f"{BUILD / 'kazetts.jar'}:{BUILD / 'kazetts-tests.jar'}"
     run = subprocess.run(
         [java, f"-Djava.library.path={BUILD}", "-cp", classpath, "org.kazetts.EnrollTest", talker, mmproj, tmp_path],
@@ -222,6 +224,7 @@ def test_java_enroll_is_the_python_engines_voice(tiny_gguf, tmp_path):
     )
     print(run.stdout, run.stderr)
     assert run.returncode == 0 and "ALL PASSED" in run.stdout
+    assert "PASS a voice of another model" in run.stdout
     tts = TTS(talker, mmproj, threads=2)
     icl, xv = tts.enroll((pcm16, 16000), text), tts.enroll((pcm44, 44100))
     assert (tmp_path / "java_icl.voice").read_bytes() == icl.save(tmp_path / "python_icl.voice").read_bytes()

@@ -61,6 +61,12 @@ public final class EnrollTest {
             refused("empty audio", "the audio is empty", () -> tts.enroll(new float[0], 16000, null));
             refused("empty ref_text", "ref_text is empty", () -> tts.enroll(pcm16, 16000, "  "));
             refused("silent audio", "the audio is silent", () -> tts.enroll(new float[16000], 16000, null));
+            try (Voice foreign = Voice.load(dir.resolve("foreign.voice").toString())) {
+                KazeTts.Options o = new KazeTts.Options();
+                o.voice = foreign;
+                refused("a voice of another model", "this voice was made for another speaker encoder",
+                        () -> tts.generate("Hello.", o));
+            }
         }
         System.out.println(KazeTtsTest.failures == 0 ? "ALL PASSED" : KazeTtsTest.failures + " FAILED");
         System.exit(KazeTtsTest.failures == 0 ? 0 : 1);
