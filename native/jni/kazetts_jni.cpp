@@ -489,8 +489,8 @@ JNIEXPORT jbyteArray JNICALL Java_org_kazetts_Voice_nativeText(JNIEnv *env, jcla
     kz_voice_info info = kz_voice_default_info();
     kz_voice *v = voice_handle(env, h);
     if (!v || kz_voice_get(v, &info) != KZ_OK) return nullptr;
-    char seal[65];
-    kz_voice_payload_sha256(v, seal);
+    char seal[65] = "";
+    if (which == 3) kz_voice_payload_sha256(v, seal);  // (hashes the whole voice: only when asked)
     const char *texts[] = {info.ref_text, info.model_type, info.speaker_encoder_sha256, seal};
     return which < 0 || which > 3 || !texts[which] ? nullptr : byte_array(env, texts[which]);
 }
