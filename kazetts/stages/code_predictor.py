@@ -21,7 +21,7 @@ from kazetts import native
 from kazetts.request import TEMPERATURE, TOP_K, TOP_P
 
 WEIGHT_TYPES = {None: 5, "auto": 5, "file": 0, "f32": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
-KERNELS = {"auto": 0, "ggml": 1, "avx2": 2, "avx512-vnni": 3}
+KERNELS = {"auto": 0, "ggml": 1, "avx2": 2, "avx512-vnni": 3, "neon": 4, "neon-dotprod": 5, "neon-i8mm": 6}
 
 
 class _Params(ctypes.Structure):
@@ -71,8 +71,9 @@ class CodePredictor(native.NativeHandle):
     quantized layers takes their type (llama.cpp's converter writes ffn_down in F32 for F16's
     range); "file" keeps them all; "f32", "f16", "q8_0", "q4_0" convert the decoder and head
     weights at load time (an F16 ffn_down is always kept in F32).
-    ``kernels``: "auto" lets Q8_0 matrices use kazetts' own kernel on x86-64 (AVX-512 VNNI,
-    else AVX2), "ggml" keeps ggml's, "avx2" / "avx512-vnni" ask for that kernel (cross-checks);
+    ``kernels``: "auto" lets Q8_0 matrices use kazetts' own kernel (x86-64: AVX-512 VNNI, else
+    AVX2; aarch64: i8mm, else dotprod, else NEON), "ggml" keeps ggml's, the others ask for that
+    kernel (cross-checks);
     ``kernel_name`` says which one runs."""
 
     _free_name, _last_error_name = "kz_cp_free", "kz_cp_last_error"

@@ -38,15 +38,19 @@ typedef enum kz_cp_weight_type {
     KZ_CP_WEIGHTS_AUTO = 5
 } kz_cp_weight_type;
 
-/* Matrix-vector kernels. AUTO: Q8_0 matrices use kazetts' own kernel on x86-64 (AVX-512 VNNI,
- * else AVX2; same integer block sums as ggml's, another float summation order), ggml's
- * elsewhere. GGML: ggml's kernels only. AVX2 / AVX512_VNNI: that kazetts kernel (loading fails
- * with KZ_ERR_INVALID_ARGUMENT on a CPU without it). The last three are for cross-checks. */
+/* Matrix-vector kernels. AUTO: Q8_0 matrices use kazetts' own kernel, the fastest this CPU runs
+ * (x86-64: AVX-512 VNNI, else AVX2; aarch64: i8mm, else dotprod, else NEON, from the CPU's
+ * hwcaps; same integer block sums as ggml's, another float summation order), ggml's elsewhere.
+ * GGML: ggml's kernels only. The others: that kazetts kernel (loading fails with
+ * KZ_ERR_INVALID_ARGUMENT on a CPU without it), for cross-checks. */
 typedef enum kz_cp_kernel_choice {
     KZ_CP_KERNELS_AUTO = 0,
     KZ_CP_KERNELS_GGML = 1,
     KZ_CP_KERNELS_AVX2 = 2,
-    KZ_CP_KERNELS_AVX512_VNNI = 3
+    KZ_CP_KERNELS_AVX512_VNNI = 3,
+    KZ_CP_KERNELS_NEON = 4,
+    KZ_CP_KERNELS_NEON_DOTPROD = 5,
+    KZ_CP_KERNELS_NEON_I8MM = 6
 } kz_cp_kernel_choice;
 
 typedef struct kz_cp_params {

@@ -1,6 +1,7 @@
-// Q8_0 matrix x few-columns product on AVX-512 VNNI or AVX2 (see q8_matvec.h for why).
+// Q8_0 matrix x few-columns product on AVX-512 VNNI or AVX2, and on ARM NEON / dotprod / i8mm
+// (see q8_matvec.h for why).
 //
-// Packed weights, per group of 4 rows (k = cols / 32 blocks, padded to kp, a multiple of 16;
+// x86-64. Packed weights, per group of 4 rows (k = cols / 32 blocks, padded to kp, a multiple of 16;
 // padding blocks have scale 0 and quants 0, stored as 128):
 //   scales  [4][kp] fp16                   row r's block scales, contiguous
 //   quants  [kp / 2][4][64] u8             per pair of blocks, the 4 rows' 64 quants + 128
@@ -11,6 +12,16 @@
 // One VNNI lane then sums exactly the 4 products x*y ggml's own kernel sums in that lane:
 // (x + 128) * y summed, plus -128 * sum(y), in integers. The AVX2 kernel does not use offset
 // (left zero for it).
+//
+// aarch64. Packed weights, per group of 4 rows (same size):
+//   scales  [kp][4] fp16                   the 4 rows' scales of block b, contiguous
+//   quants  [kp][4][2][16] s8              per block, chunk c (its bytes 8c..8c+7) and pair p of
+//                                          rows: row 2p's 8 quants then row 2p+1's
+// Packed activation column:
+//   y       [kp][4][16] s8                 per block and chunk, the chunk's 8 quants twice
+//   dy      [kp] f32
+// Per block, rows in lanes: the integer sums [r0, r1, r2, r3] (exact), then
+// acc[b % 2] = fma(float(sums), fp32(scales) * dy[b], acc[b % 2]); out = acc[0] + acc[1].
 #include "kernels/q8_matvec.h"
 
 #include "core/common_internal.h"
@@ -22,6 +33,20 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+// compiled for these extensions, run only where the CPU has them (supports())
+#define KZ_Q8_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#define KZ_Q8_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
+#endif
 
 #if defined(__x86_64__)
 // GCC 12 flags the intrinsics' own _mm512_undefined_* placeholders when they are inlined
@@ -54,9 +79,6 @@ void *op_data(Fused f) {
     return (void *)(uintptr_t)((uint64_t)eps_bits << 32 | (uint32_t)f.isa);
 }
 
-#if defined(__x86_64__)
-int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
-
 Fused op_fused(void *data) {
     const uint64_t v = (uint64_t)(uintptr_t)data;
     const uint32_t eps_bits = (uint32_t)(v >> 32);
@@ -75,8 +97,31 @@ void rms_norm_mul(const float *x, const float *w, int64_t n, float eps, float *y
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
-// Packs each column of x (F32 [cols, n]), RMS-normed with `norm_w` first when given, into
-// `packed` (column_bytes(cols) per column); the offsets only for the kernel that reads them.
+#if defined(__x86_64__)
+int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (QK + QK + 4); }
+
+// Stores block b of a column (its quants and fp32 scale) where the x86 kernels read it.
+void store_block(uint8_t *col, int64_t kp, int64_t b, const BlockQ8 &blk, bool offsets) {
+    std::memcpy(col + b * QK, blk.qs, QK);
+    ((float *)(col + 2 * kp * QK))[b] = ggml_fp16_to_fp32(blk.d);
+    int32_t *offset = (int32_t *)(col + kp * QK);
+    for (int lane = 0; offsets && lane < QK / 4; lane++) offset[b * (QK / 4) + lane] = lane_offset(blk.qs + 4 * lane);
+}
+#elif defined(__aarch64__)
+constexpr int64_t CHUNK = 8;  // quants of a row per chunk (one i8mm operand row)
+int64_t column_bytes(int64_t cols) { return padded_blocks(cols) * (2 * QK + 4); }
+
+// The same for the ARM kernels: each chunk of 8 quants twice.
+void store_block(uint8_t *col, int64_t kp, int64_t b, const BlockQ8 &blk, bool) {
+    for (int64_t c = 0; c < QK / CHUNK; c++) {
+        std::memcpy(col + b * 2 * QK + c * 2 * CHUNK, blk.qs + c * CHUNK, CHUNK);
+        std::memcpy(col + b * 2 * QK + c * 2 * CHUNK + CHUNK, blk.qs + c * CHUNK, CHUNK);
+    }
+    ((float *)(col + 2 * kp * QK))[b] = ggml_fp16_to_fp32(blk.d);
+}
+#endif
+
+#if defined(__x86_64__) || defined(__aarch64__)
 void pack_columns(const ggml_tensor *x, const ggml_tensor *norm_w, Fused f, std::vector<uint8_t> &packed) {
     const bool offsets = f.isa == Isa::avx512_vnni;
     const int64_t cols = x->ne[0], k = cols / QK, kp = padded_blocks(cols), bytes = column_bytes(cols);
@@ -90,23 +135,16 @@ void pack_columns(const ggml_tensor *x, const ggml_tensor *norm_w, Fused f, std:
             rms_norm_mul(in, (const float *)norm_w->data, cols, f.eps, normed.data());
             in = normed.data();
         }
-        uint8_t *col = packed.data() + c * bytes;
-        int8_t *y = (int8_t *)col;
-        int32_t *offset = (int32_t *)(col + kp * QK);
-        float *dy = (float *)(col + 2 * kp * QK);
         for (int64_t b = 0; b < k; b++) {
             BlockQ8 blk;
             quantize(in + b * QK, &blk, QK);
-            std::memcpy(y + b * QK, blk.qs, QK);
-            dy[b] = ggml_fp16_to_fp32(blk.d);
-            for (int lane = 0; offsets && lane < QK / 4; lane++) {
-                const int8_t *q = blk.qs + 4 * lane;
-                offset[b * (QK / 4) + lane] = lane_offset(q);
-            }
+            store_block(packed.data() + c * bytes, kp, b, blk, offsets);
         }
     }
 }
+#endif
 
+#if defined(__x86_64__)
 // Each thread's groups are one stream of memory. Prefetching it 16 KB ahead, at the pace it is
 // read (the share of the group that far ahead for each chunk of blocks), took the 0.6b code
 // predictor from 38-40 to 24-26 ms/frame on the Zen 5 when its memory bus was quiet (an 84 MB
@@ -188,29 +226,147 @@ KZ_Q8_AVX2 void group_dot_avx2(const uint8_t *group, int64_t kp, const uint8_t *
 }
 #endif
 
+#if defined(__aarch64__)
+// The operands of group g's block b: the 4 rows' scales and the 4 chunks' pairs of rows
+inline const float16_t *arm_scales(const uint8_t *group, int64_t b) { return (const float16_t *)group + 4 * b; }
+inline const int8_t *arm_quants(const uint8_t *group, int64_t kp, int64_t b) {
+    return (const int8_t *)(group + kp * 4 * sizeof(float16_t)) + b * ROWS * QK;
+}
+
+// The float step every ARM kernel takes per block: the same operations in the same order (the
+// kernels walk the blocks two at a time, b + h, h = 0, 1 unrolled, so that acc[h] stays in a register)
+inline void accumulate(float32x4_t &acc, int32x4_t sums, const float16_t *scales, float dy) {
+    acc = vfmaq_f32(acc, vcvtq_f32_s32(sums), vmulq_n_f32(vcvt_f32_f16(vld1_f16(scales)), dy));
+}
+
+inline void finish(const float32x4_t acc[2], float *out) { vst1q_f32(out, vaddq_f32(acc[0], acc[1])); }
+
+// out[r] = row r of the group . the packed column, r = 0..3: NEON widening multiplies (ARMv8.0)
+void group_dot_neon(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+    const float *dy = (const float *)(col + 2 * kp * QK);
+    float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b2 = 0; b2 < kp; b2 += 2)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = b2 + h;
+            const int8_t *w = arm_quants(group, kp, b), *y = (const int8_t *)col + b * 2 * QK;
+            int32x4_t r[ROWS] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+            for (int c = 0; c < QK / CHUNK; c++) {
+                const int8x16_t yv = vld1q_s8(y + c * 16), w01 = vld1q_s8(w + c * 32), w23 = vld1q_s8(w + c * 32 + 16);
+                r[0] = vpadalq_s16(r[0], vmull_s8(vget_low_s8(w01), vget_low_s8(yv)));
+                r[1] = vpadalq_s16(r[1], vmull_high_s8(w01, yv));
+                r[2] = vpadalq_s16(r[2], vmull_s8(vget_low_s8(w23), vget_low_s8(yv)));
+                r[3] = vpadalq_s16(r[3], vmull_high_s8(w23, yv));
+            }
+            accumulate(acc[h], vpaddq_s32(vpaddq_s32(r[0], r[1]), vpaddq_s32(r[2], r[3])), arm_scales(group, b), dy[b]);
+        }
+    finish(acc, out);
+}
+
+// The same with SDOT: a pair of rows' chunk times the column's chunk (twice) in one instruction
+KZ_Q8_DOTPROD void group_dot_dotprod(const uint8_t *group, int64_t kp, const uint8_t *col, float *out) {
+    const float *dy = (const float *)(col + 2 * kp * QK);
+    float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b2 = 0; b2 < kp; b2 += 2)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = b2 + h;
+            const int8_t *w = arm_quants(group, kp, b), *y = (const int8_t *)col + b * 2 * QK;
+            int32x4_t r01 = vdupq_n_s32(0), r23 = vdupq_n_s32(0);  // lanes: row 2p's two halves, row 2p+1's
+#pragma GCC unroll 4
+            for (int c = 0; c < QK / CHUNK; c++) {
+                const int8x16_t yv = vld1q_s8(y + c * 16);
+                r01 = vdotq_s32(r01, vld1q_s8(w + c * 32), yv);
+                r23 = vdotq_s32(r23, vld1q_s8(w + c * 32 + 16), yv);
+            }
+            accumulate(acc[h], vpaddq_s32(r01, r23), arm_scales(group, b), dy[b]);
+        }
+    finish(acc, out);
+}
+
+// Two columns at once with SMMLA: a pair of rows' chunk times the two columns' chunks, the 2x2
+// integer sums in one instruction. `pair` holds, per block and chunk, column 0's 8 quants then
+// column 1's (pair_columns).
+KZ_Q8_I8MM void group_dot_i8mm(const uint8_t *group, int64_t kp, const int8_t *pair, const float *dy0, const float *dy1,
+                               float *out0, float *out1) {
+    float32x4_t acc0[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, acc1[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b2 = 0; b2 < kp; b2 += 2)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = b2 + h;
+            const int8_t *w = arm_quants(group, kp, b), *y = pair + b * 2 * QK;
+            int32x4_t r01 = vdupq_n_s32(0),
+                      r23 = vdupq_n_s32(0);  // lanes: (2p, col 0), (2p, col 1), (2p+1, 0), (2p+1, 1)
+#pragma GCC unroll 4
+            for (int c = 0; c < QK / CHUNK; c++) {
+                const int8x16_t yv = vld1q_s8(y + c * 16);
+                r01 = vmmlaq_s32(r01, vld1q_s8(w + c * 32), yv);
+                r23 = vmmlaq_s32(r23, vld1q_s8(w + c * 32 + 16), yv);
+            }
+            accumulate(acc0[h], vuzp1q_s32(r01, r23), arm_scales(group, b), dy0[b]);
+            accumulate(acc1[h], vuzp2q_s32(r01, r23), arm_scales(group, b), dy1[b]);
+        }
+    finish(acc0, out0);
+    finish(acc1, out1);
+}
+
+// Columns c and c + 1 of the packed columns as group_dot_i8mm reads them
+void pair_columns(const uint8_t *c0, const uint8_t *c1, int64_t kp, std::vector<int8_t> &pair) {
+    pair.resize((size_t)(kp * 2 * QK));
+    for (int64_t i = 0; i < kp * QK / CHUNK; i++) {
+        std::memcpy(pair.data() + 2 * CHUNK * i, c0 + 2 * CHUNK * i, CHUNK);
+        std::memcpy(pair.data() + 2 * CHUNK * i + CHUNK, c1 + 2 * CHUNK * i, CHUNK);
+    }
+}
+#endif
+
 // Custom op: dst[rows, n] = src[2] (F32 [rows, n], when set) + W (src[0], packed) x, x = src[1]
 // (F32 [cols, n]) RMS-normed with the weight src[3] first when set; groups split by thread;
 // userdata: a Fused by value (op_data). Every thread normalizes and quantizes the (few, short)
 // columns itself: graph nodes of their own would cost a thread barrier each, more than the
 // repeated work.
+// out[r] = residual[r] + out[r], r = 0..3, as ggml_add(residual, product)
+void add_residual(const ggml_tensor *residual, int64_t c, int64_t g, float *out) {
+    if (!residual) return;
+    const float *add = (const float *)((const char *)residual->data + c * residual->nb[1]) + g * ROWS;
+    for (int r = 0; r < ROWS; r++) out[r] = add[r] + out[r];
+}
+
 void matvec_op(ggml_tensor *dst, int ith, int nth, void *data) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
     const Fused f = op_fused(data);
-    const auto group_dot = f.isa == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
     const ggml_tensor *w = dst->src[0], *x = dst->src[1], *residual = dst->src[2];
     thread_local std::vector<uint8_t> cols;
     pack_columns(x, dst->src[3], f, cols);
-    const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK, col_bytes = column_bytes(x->ne[0]);
+    const int64_t kp = w->ne[0] / GROUP_BYTES_PER_BLOCK, col_bytes = column_bytes(x->ne[0]), n = x->ne[1];
     const int64_t groups = w->ne[1];
     const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    auto out_of = [&](int64_t c, int64_t g) { return (float *)((char *)dst->data + c * dst->nb[1]) + g * ROWS; };
+#if defined(__x86_64__)
+    const auto group_dot = f.isa == Isa::avx512_vnni ? group_dot_avx512_vnni : group_dot_avx2;
+    const int64_t paired = 0;
+#else
+    const auto group_dot = f.isa == Isa::neon ? group_dot_neon : group_dot_dotprod;
+    const int64_t paired = f.isa == Isa::neon_i8mm ? n / 2 * 2 : 0;  // columns the i8mm kernel takes by two
+    thread_local std::vector<std::vector<int8_t> > pairs;
+    pairs.resize((size_t)(paired / 2));
+    for (int64_t c = 0; c < paired; c += 2)
+        pair_columns(cols.data() + c * col_bytes, cols.data() + (c + 1) * col_bytes, kp, pairs[c / 2]);
+#endif
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *group = (const uint8_t *)w->data + g * w->nb[1];
-        for (int64_t c = 0; c < x->ne[1]; c++) {
-            float *out = (float *)((char *)dst->data + c * dst->nb[1]) + g * ROWS;
-            group_dot(group, kp, cols.data() + c * col_bytes, out);
-            if (!residual) continue;
-            const float *add = (const float *)((const char *)residual->data + c * residual->nb[1]) + g * ROWS;
-            for (int r = 0; r < ROWS; r++) out[r] = add[r] + out[r];  // as ggml_add(residual, product)
+#if defined(__aarch64__)
+        for (int64_t c = 0; c < paired; c += 2) {
+            const float *dy0 = (const float *)(cols.data() + c * col_bytes + 2 * kp * QK);
+            const float *dy1 = (const float *)(cols.data() + (c + 1) * col_bytes + 2 * kp * QK);
+            group_dot_i8mm(group, kp, pairs[c / 2].data(), dy0, dy1, out_of(c, g), out_of(c + 1, g));
+            add_residual(residual, c, g, out_of(c, g));
+            add_residual(residual, c + 1, g, out_of(c + 1, g));
+        }
+#endif
+        for (int64_t c = paired; c < n; c++) {
+            group_dot(group, kp, cols.data() + c * col_bytes, out_of(c, g));
+            add_residual(residual, c, g, out_of(c, g));
         }
     }
 #else
@@ -231,6 +387,14 @@ bool supports(Isa isa) {
             return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
         default: return false;
     }
+#elif defined(__aarch64__)
+    switch (isa) {
+        case Isa::neon: return true;  // AArch64's Advanced SIMD is architectural
+        case Isa::neon_dotprod: return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+        case Isa::neon_i8mm:  // the kernel takes a lone column with SDOT
+            return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0 && supports(Isa::neon_dotprod);
+        default: return false;
+    }
 #else
     (void)isa;
     return false;
@@ -238,7 +402,7 @@ bool supports(Isa isa) {
 }
 
 Isa best_isa() {
-    for (Isa isa : {Isa::avx512_vnni, Isa::avx2})
+    for (Isa isa : {Isa::avx512_vnni, Isa::avx2, Isa::neon_i8mm, Isa::neon_dotprod, Isa::neon})
         if (supports(isa)) return isa;
     return Isa::none;
 }
@@ -247,6 +411,9 @@ const char *isa_name(Isa isa) {
     switch (isa) {
         case Isa::avx512_vnni: return "avx512-vnni";
         case Isa::avx2: return "avx2";
+        case Isa::neon: return "neon";
+        case Isa::neon_dotprod: return "neon-dotprod";
+        case Isa::neon_i8mm: return "neon-i8mm";
         default: return "none";
     }
 }
@@ -263,6 +430,17 @@ void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst) {
         ggml_fp16_t *scales = (ggml_fp16_t *)group;
         uint8_t *quants = group + ROWS * kp * sizeof(ggml_fp16_t);
         std::memset(group, 0, (size_t)(ROWS * kp) * sizeof(ggml_fp16_t));
+#if defined(__aarch64__)
+        std::memset(quants, 0, (size_t)(gb - ROWS * kp * (int64_t)sizeof(ggml_fp16_t)));
+        for (int64_t r = 0; r < ROWS; r++) {
+            const BlockQ8 *row = src + (g * ROWS + r) * k;
+            for (int64_t b = 0; b < k; b++) {
+                scales[b * ROWS + r] = row[b].d;
+                for (int64_t c = 0; c < QK / CHUNK; c++)
+                    std::memcpy(quants + b * ROWS * QK + c * ROWS * CHUNK + r * CHUNK, row[b].qs + c * CHUNK, CHUNK);
+            }
+        }
+#else
         std::memset(quants, 0x80, (size_t)(gb - ROWS * kp * (int64_t)sizeof(ggml_fp16_t)));
         for (int64_t r = 0; r < ROWS; r++) {
             const BlockQ8 *row = src + (g * ROWS + r) * k;
@@ -272,6 +450,7 @@ void pack(const void *q8_0_rows, int64_t cols, int64_t rows, uint8_t *dst) {
                 for (int64_t i = 0; i < QK; i++) q[i] = (uint8_t)(row[b].qs[i] + 128);
             }
         }
+#endif
     }
 }
 

@@ -1,4 +1,5 @@
-// Q8_0 matrix x few-columns product for x86-64 CPUs (AVX-512 VNNI, or AVX2), one ggml graph node a product.
+// Q8_0 matrix x few-columns product for x86-64 CPUs (AVX-512 VNNI, or AVX2) and ARMv8 CPUs (NEON,
+// dotprod, i8mm: chosen at run time from the CPU's hwcaps), one ggml graph node a product.
 //
 // Why: the code predictor multiplies ~80 MB of Q8_0 weights by one column 15 times per frame.
 // ggml 0.3.36 has no x86 repacking for Q8_0 and its dot kernel walks one row at a time with a
@@ -11,6 +12,13 @@
 // quantized by ggml's own Q8_0 routine, so the integer block sums equal ggml's; the AVX-512
 // kernel sums the floats in another order than ggml's mul_mat, the AVX2 kernel in ggml's (its
 // results are ggml's bit for bit).
+//
+// On aarch64 the four rows of a group are interleaved 8 bytes at a time by pairs (the operand of
+// one i8mm SMMLA, two dotprod SDOTs, two NEON widening multiplies), the quants stored as they
+// are. The three ARM kernels take the same exact integer block sums and sum the floats in the
+// same order: their results are equal bit for bit, so a request gives the same codes on every
+// ARM core, whatever its extensions. One build runs everywhere: the dotprod and i8mm kernels are
+// compiled for those extensions alone and run only where getauxval says the CPU has them.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +29,8 @@ struct ggml_tensor;
 
 namespace kz::q8 {
 
-// Instruction sets with a kernel; none off x86-64.
-enum class Isa { none, avx2, avx512_vnni };
+// Instruction sets with a kernel (none: ggml's kernels).
+enum class Isa { none, avx2, avx512_vnni, neon, neon_dotprod, neon_i8mm };
 
 bool supports(Isa isa);  // whether this CPU runs that kernel
 Isa best_isa();          // the fastest kernel this CPU runs (none: use ggml's)

@@ -9,11 +9,11 @@
 // activation buffer (ggml_gallocr), and replayed every frame; the host only copies one input
 // row in and reads 2048 logits out between steps (sampling needs the host anyway). Weights and
 // the KV cache live in CPU backend buffers owned by the handle; the decoder layers' quantized
-// matrices go to ggml's CPU_REPACK buffer where its kernels take them (Q4_0 on AVX2, Q4_0/Q8_0
-// on ARM dotprod/i8mm): rows interleaved so one pass of the matrix-vector product reads several
-// rows at once, which is what this bandwidth-bound stage needs. On x86-64 (AVX-512 VNNI or
-// AVX2) Q8_0 matrices (layers and heads) are packed for kazetts' own kernels instead
-// (q8_matvec.h), ggml having no x86 repacking for Q8_0. q/k/v and gate/up are stacked into one
+// matrices go to ggml's CPU_REPACK buffer where its kernels take them (Q4_0 on AVX2, Q4_0 on
+// ARM in a ggml built with dotprod): rows interleaved so one pass of the matrix-vector product
+// reads several rows at once, which is what this bandwidth-bound stage needs. Q8_0 matrices
+// (layers and heads) are packed for kazetts' own kernels instead (q8_matvec.h: x86-64 AVX-512
+// VNNI or AVX2, ARM i8mm, dotprod or NEON, chosen at run time). q/k/v and gate/up are stacked into one
 // matrix each. ggml's threads meet at a barrier after every graph node, so a product on kazetts'
 // kernel also does the work of its neighbours, bit for bit as their ggml nodes: the RMS norm of
 // its input (q/k/v, gate/up, head), the residual sum (attn_out, ffn_down), the input's
@@ -722,6 +722,9 @@ kz::q8::Isa q8_kernel(int32_t choice) {
         case KZ_CP_KERNELS_GGML: return Isa::none;
         case KZ_CP_KERNELS_AVX2: isa = Isa::avx2; break;
         case KZ_CP_KERNELS_AVX512_VNNI: isa = Isa::avx512_vnni; break;
+        case KZ_CP_KERNELS_NEON: isa = Isa::neon; break;
+        case KZ_CP_KERNELS_NEON_DOTPROD: isa = Isa::neon_dotprod; break;
+        case KZ_CP_KERNELS_NEON_I8MM: isa = Isa::neon_i8mm; break;
         default: throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown kernels " + std::to_string(choice));
     }
     if (!kz::q8::supports(isa))
