@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 : "${VENV_PYTHON:?set VENV_PYTHON to the x86-64 runtime interpreter (make aarch64-test does)}"
 KAZETTS_CACHE=${KAZETTS_CACHE:-$HOME/.cache/kazetts}
 QEMU_CPU=${QEMU_CPU:-cortex-a76}
-ARM_ARCH=armv8.2-a+dotprod+fp16
+ARM_ARCH=armv8-a
 TOOLCHAIN=$PWD/native/cmake/aarch64-linux-gnu.cmake
 SYSROOT=/usr/aarch64-linux-gnu
 BUILD=build/aarch64
