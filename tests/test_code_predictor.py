@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import re
 import threading
 
@@ -428,6 +429,10 @@ def test_bad_calls_are_errors(mmproj, monkeypatch):
         CodePredictor(mmproj(*key, "f32"), kernels="fast")
     monkeypatch.setitem(code_predictor_module.KERNELS, "bogus", 99)  # past the Python check: the native one
     assert "unknown kernels 99" in str(_load_error(mmproj(*key, "f32"), kernels="bogus"))
+    # a kernel of the other architecture (each is compiled in only where it can run): refused in one line
+    foreign = ["neon", "neon-dotprod", "neon-i8mm"] if platform.machine() == "x86_64" else list(KERNEL_FLAGS)
+    for kernel in foreign:
+        assert f"this CPU cannot run the {kernel} kernel" in str(_load_error(mmproj(*key, "q8_0"), kernels=kernel))
     cp = CodePredictor(mmproj(*key, "f32"), threads=1)
     h = arrays["talker_hidden"][0]
     with pytest.raises(NativeError, match="cb0 3072 out of range"):
