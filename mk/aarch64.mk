@@ -1,5 +1,6 @@
-# aarch64 (Android-class CPU) golden tests from an x86-64 Debian host: cross build of ggml +
-# llama + native/, golden_check under qemu-aarch64 (see scripts/aarch64_goldens.sh).
+# aarch64 (Android-class CPU) golden tests from an x86-64 Debian host: one cross build of ggml +
+# llama (ARMv8.0 baseline) + native/, golden_check under qemu-aarch64 at each CPU of QEMU_CPUS
+# (default cortex-a53 cortex-a76 max: NEON, dotprod, i8mm; see scripts/aarch64_goldens.sh).
 .PHONY: aarch64-test aarch64-pip-check
 
 aarch64-test: setup llama-src

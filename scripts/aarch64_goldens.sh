@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # The native golden tests on 64-bit ARM, from an x86-64 Debian host: cross-builds llama.cpp's
-# ggml + llama (from the llama-cpp-python sdist) and native/ for aarch64 with NEON, dotprod and
-# F16 arithmetic, then runs native/tests/golden_check under qemu-aarch64 emulating a Cortex-A76
-# (a phone big core). Same gates as the Python tests on x86-64. Entry point: make aarch64-test.
+# ggml + llama (from the llama-cpp-python sdist) at the ARMv8.0 baseline and native/ for aarch64
+# (kazetts' own ARM kernels are chosen at run time from the CPU's hwcaps), then runs
+# native/tests/golden_check under qemu-aarch64 at three feature levels from that one build:
+# a Cortex-A53 (ARMv8.0: NEON only), a Cortex-A76 (a phone big core: dotprod, fp16) and qemu's
+# "max" CPU (i8mm). Same gates as the Python tests on x86-64, plus, per level, that kazetts'
+# Q8_0 kernel is the one the CPU calls for, and across levels, that the Q8_0 code predictor's
+# outputs are the same bits. Entry point: make aarch64-test.
 #
 # Environment (make passes them): LLAMA_SRC (unpacked sdist), VENV_PYTHON (x86 runtime, used to
 # build and convert the tiny checkpoints), SOXR_SRC (the unpacked python-soxr sdist: libsoxr in the
 # cross-built libkazetts), KAZETTS_CACHE (the cross-built libraries are cached
-# there, keyed by sources, flags and compiler), QEMU_CPU (default cortex-a76).
+# there, keyed by sources, flags and compiler), QEMU_CPUS (the qemu CPU models to run at, default
+# "cortex-a53 cortex-a76 max"; a model expected_kernel does not know is given as MODEL:KERNEL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 : "${LLAMA_SRC:?set LLAMA_SRC to the unpacked llama-cpp-python sdist (make aarch64-test does)}"
 : "${VENV_PYTHON:?set VENV_PYTHON to the x86-64 runtime interpreter (make aarch64-test does)}"
 KAZETTS_CACHE=${KAZETTS_CACHE:-$HOME/.cache/kazetts}
-QEMU_CPU=${QEMU_CPU:-cortex-a76}
+QEMU_CPUS=${QEMU_CPUS:-cortex-a53 cortex-a76 max}
 ARM_ARCH=armv8-a
 TOOLCHAIN=$PWD/native/cmake/aarch64-linux-gnu.cmake
 SYSROOT=/usr/aarch64-linux-gnu
@@ -77,16 +82,52 @@ cross_build_native() {
     quietly "$BUILD/native-build.log" cmake --build "$NATIVE" -j2
 }
 
+# The kazetts Q8_0 kernel golden_check must find on a qemu CPU model (qemu 7.2's models, with the
+# features of target/arm/cpu64.c): the ARMv8.0 cores NEON only, the ARMv8.2 ones dotprod, "max"
+# i8mm. MODEL:KERNEL gives it for another model.
+expected_kernel() {
+    case $1 in
+        *:*) echo "${1#*:}" ;;
+        cortex-a35 | cortex-a53 | cortex-a57 | cortex-a72 | a64fx) echo neon ;;
+        cortex-a76 | neoverse-n1) echo neon-dotprod ;;
+        max) echo neon-i8mm ;;
+        *) echo "no expected kernel for qemu CPU '$1': give it as $1:KERNEL (neon, neon-dotprod, neon-i8mm)" >&2; return 1 ;;
+    esac
+}
+
+# golden_check at each level, each with its log; then one line per level and the Q8_0 code
+# predictor's digest compared across levels. Fails when a level fails or the digests differ.
+run_levels() {
+    local spec cpu kernel start status digest rc=0 first="" summary=()
+    for spec in $QEMU_CPUS; do
+        cpu=${spec%%:*}
+        kernel=$(expected_kernel "$spec")
+        log "golden_check under qemu-aarch64 -cpu $cpu (expected kernel: $kernel)"
+        start=$SECONDS
+        status=0
+        qemu-aarch64 -L "$SYSROOT" -cpu "$cpu" "$NATIVE/tests/golden_check" --expect-isa "$kernel" "${cases[@]}" \
+            | tee "$BUILD/golden_check-$cpu.log" || status=$?
+        digest=$(grep '^DIGEST ' "$BUILD/golden_check-$cpu.log" | cut -c8- | sort | paste -sd ';')
+        summary+=("$(printf '%-12s %-13s %5d s  %s, exit %d; %s' "$cpu" "$kernel" $((SECONDS - start)) \
+            "$(tail -n 1 "$BUILD/golden_check-$cpu.log")" "$status" "${digest:-no digest}")")
+        [ "$status" -eq 0 ] || rc=1
+        [ -n "$digest" ] && [ "$digest" = "${first:=$digest}" ] || rc=1
+    done
+    log "levels (cpu, kernel, time, gates, exit status, code predictor digest)"
+    printf '  %s\n' "${summary[@]}"
+    [ "$rc" -eq 0 ] || echo "FAIL: a level failed, or the code predictor's outputs differ between levels" >&2
+    return $rc
+}
+
 main() {
     mkdir -p "$BUILD"
     ensure_packages
     cross_build_llama
     cross_build_native
     log "tiny checkpoints and GGUF files for every golden case (x86-64 host)"
-    local cases
-    mapfile -t cases < <("$VENV_PYTHON" scripts/aarch64_prepare.py "$BUILD/goldens")
-    log "golden_check under qemu-aarch64 -cpu $QEMU_CPU"
-    qemu-aarch64 -L "$SYSROOT" -cpu "$QEMU_CPU" "$NATIVE/tests/golden_check" "${cases[@]}"
+    "$VENV_PYTHON" scripts/aarch64_prepare.py "$BUILD/goldens" >"$BUILD/cases.txt"
+    mapfile -t cases <"$BUILD/cases.txt"
+    run_levels
     log "done"
 }
 

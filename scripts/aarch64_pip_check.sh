@@ -13,17 +13,22 @@
 # compile resumes); a second run only rebuilds libkazetts.
 #
 # Environment (make passes them): VENV_PYTHON (x86 runtime: the sdist and the tiny checkpoint),
-# KAZETTS_CACHE, QEMU_CPU (default cortex-a76), LLAMA_CMAKE_ARGS (llama-cpp-python's CMake flags).
+# KAZETTS_CACHE, QEMU_CPU (default cortex-a76), LLAMA_CMAKE_ARGS (llama-cpp-python's CMake flags;
+# default: llama_cpu_flags inside the root, as scripts/termux_setup.sh on a device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/arm_cpu_flags.sh
 
 : "${VENV_PYTHON:?set VENV_PYTHON to the x86-64 runtime interpreter (make aarch64-pip-check does)}"
 KAZETTS_CACHE=${KAZETTS_CACHE:-$HOME/.cache/kazetts}
 QEMU_CPU=${QEMU_CPU:-cortex-a76}
 LLAMA_CPP_VERSION=0.3.36
-# The CPU backend for the phone core qemu emulates, as scripts/aarch64_goldens.sh; no mtmd
-# (kazetts never loads it; it is a fifth of the emulated compile).
-LLAMA_CMAKE_ARGS=${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+fp16 -DLLAVA_BUILD=OFF}
+# The CPU backend: by default the flags scripts/termux_setup.sh takes on a device
+# (llama_cpu_flags, scripts/arm_cpu_flags.sh), from the /proc/cpuinfo the root sees; qemu-user
+# before 8.2 shows the host's there (no Features line), so the ARMv8.0 baseline of
+# scripts/aarch64_goldens.sh, a wheel that runs on every ARMv8 core. No mtmd (kazetts never loads
+# it; it is a fifth of the emulated compile).
+LLAMA_CMAKE_ARGS=${LLAMA_CMAKE_ARGS:-}
 PACKAGES=python3,python3-venv,python3-pip,g++,cmake,make,ninja-build,libsndfile1,ca-certificates
 MIRROR=http://deb.debian.org/debian
 CACHE=$KAZETTS_CACHE/aarch64-chroot
@@ -127,12 +132,13 @@ in_root() {
         QEMU_CPU="$QEMU_CPU" PIP_CERT=/etc/ssl/certs/host-ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
         PIP_DEFAULT_TIMEOUT=180 CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 \
         WORK="$WORK" SDIST="$SDIST" TEXT="$TEXT" LLAMA_CPP_VERSION="$LLAMA_CPP_VERSION" \
-        LLAMA_CMAKE_ARGS="$LLAMA_CMAKE_ARGS" WHEELS="/var/cache/kazetts/wheels-$(sha256sum <<<"$LLAMA_CMAKE_ARGS" | cut -c1-12)" \
-        nice -n 19 bash -euo pipefail -c "$1"
+        LLAMA_CMAKE_ARGS="$LLAMA_CMAKE_ARGS" nice -n 19 bash -euo pipefail -c "$(declare -f llama_cpu_flags); $1"
 }
 
 INSIDE='
 log() { printf "== %s (%s)\n" "$*" "$(date +%T)"; }
+LLAMA_CMAKE_ARGS=${LLAMA_CMAKE_ARGS:-"$(llama_cpu_flags) -DLLAVA_BUILD=OFF"}
+WHEELS=/var/cache/kazetts/wheels-$(sha256sum <<<"$LLAMA_CMAKE_ARGS" | cut -c1-12)
 log "inside: $(uname -m), $(python3 --version), $(g++ --version | head -1), $(cmake --version | head -1)"
 python3 -m venv "$WORK/venv"
 py=$WORK/venv/bin/python

@@ -7,12 +7,14 @@
 #   git clone <kazetts> && cd kazetts && bash scripts/termux_setup.sh
 #
 # Takes ~30-60 min on a phone (llama-cpp-python compiles from source). Environment knobs:
-#   KAZETTS_CMAKE_ARGS  CMake flags of llama-cpp-python (default: -DGGML_NATIVE=ON, i.e. every
-#                       extension of this CPU: NEON, dotprod, fp16, i8mm where present)
+#   KAZETTS_CMAKE_ARGS  CMake flags of llama-cpp-python (default: llama_cpu_flags, in
+#                       scripts/arm_cpu_flags.sh: GGML_NATIVE=OFF and the extensions dotprod,
+#                       fp16, i8mm that EVERY core of this CPU reports, else the ARMv8.0 baseline)
 #   KAZETTS_SKIP_SMOKE  set to 1 to stop after the build
 # Thread choice, thermals and memory per model: docs/android.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/arm_cpu_flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/arm_cpu_flags.sh"
 
 VENV=.venv
 log() { printf '== %s\n' "$*"; }
@@ -46,13 +48,14 @@ install_system_packages() {
 # (soxr: nanobind, setuptools_scm), which an isolated build installs. No test extras: tiktoken
 # and tokenizers would need a Rust toolchain.
 install_kazetts() {
-    local python py=$VENV/bin/python
+    local python py=$VENV/bin/python cmake_args
     python=$(command -v python3 || command -v python)
     test -x "$py" || "$python" -m venv --system-site-packages "$VENV"
-    log "build requirements: scikit-build-core, llama-cpp-python (compiled with ${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON})"
+    cmake_args=${KAZETTS_CMAKE_ARGS:-$(llama_cpu_flags)}
+    log "build requirements: scikit-build-core, llama-cpp-python (compiled with $cmake_args)"
     "$py" -m pip install -q scikit-build-core
     # shellcheck disable=SC2046  # one argument per requirement
-    CMAKE_ARGS=${KAZETTS_CMAKE_ARGS:--DGGML_NATIVE=ON} "$py" -m pip install -q \
+    CMAKE_ARGS=$cmake_args "$py" -m pip install -q \
         $("$py" -m scikit_build_core.build requires | "$py" -c "import json, sys; print(*json.load(sys.stdin))")
     log "kazetts with libkazetts (no torch)"
     rm -rf build/termux-wheel
@@ -95,6 +98,12 @@ smoke_synthesis() {
     log "out/smoke.wav written (synthetic weights: noise, not speech); every golden stage passed"
 }
 
-install_system_packages
-install_kazetts
-[ "${KAZETTS_SKIP_SMOKE:-0}" = 1 ] || smoke_synthesis
+main() {
+    cd "$(dirname "$0")/.."
+    install_system_packages
+    install_kazetts
+    [ "${KAZETTS_SKIP_SMOKE:-0}" = 1 ] || smoke_synthesis
+}
+
+# run, not sourced (a test sources it for its functions)
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi

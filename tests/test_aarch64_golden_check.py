@@ -104,3 +104,20 @@ def test_rules_stage_passes_without_a_model(golden_check):
     gates = [line for line in run.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert len(gates) == 6 and all(line.startswith("PASS") for line in gates), run.stdout + run.stderr
     assert run.returncode == 0
+
+
+def test_kernel_gate_fails_on_a_wrong_expectation(golden_check):
+    """The first gate with --expect-isa (what scripts/aarch64_goldens.sh passes per qemu CPU):
+    it passes with the kernel this CPU gets and fails with another, so a wrong dispatch fails.
+    Without it (as above) the gate is skipped off ARM with its reason printed."""
+    bare = subprocess.run([golden_check, "--stage", "none"], capture_output=True, text=True, timeout=120)
+    line = next(line for line in bare.stdout.splitlines() if line.startswith("INFO q8 kernel for this CPU"))
+    assert "not gated" in line and bare.returncode == 0
+    best = line.split("q8::best_isa ")[1].split()[0]
+    for expected, ok in [(best, True), ("neon-dotprod" if best != "neon-dotprod" else "neon", False)]:
+        run = subprocess.run(
+            [golden_check, "--stage", "none", "--expect-isa", expected], capture_output=True, text=True, timeout=120
+        )
+        print(run.stdout)
+        assert f"{'PASS' if ok else 'FAIL'} q8 kernel for this CPU" in run.stdout
+        assert run.returncode == (0 if ok else 1)

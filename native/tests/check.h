@@ -71,6 +71,9 @@ std::string expected_repack_layout(const std::string &type);
 // "dotprod D, i8mm I: LAYOUT" (or ": no repacking"), for a gate's figures.
 std::string repack_features(const std::string &layout);
 
+// The kazetts Q8_0 kernel this CPU must pick (golden_check --expect-isa; "": not given).
+extern std::string expected_kernel;
+
 #if defined(__aarch64__)
 constexpr bool ARM = true;  // the repacking gates hold on ARM; elsewhere their figures are information
 #else
@@ -78,7 +81,7 @@ constexpr bool ARM = false;
 #endif
 
 void check_code_predictor(const GoldenCase &c, Report &report);
-void check_code_predictor_repack(const GoldenCase &c, Report &report);  // long case: Q8_0, Q4_0
+void check_code_predictor_kernels(const GoldenCase &c, Report &report);  // long case: Q8_0, Q4_0
 void check_codec(const GoldenCase &c, Report &report);
 void check_talker(const GoldenCase &c, Report &report);
 void check_talker_repack(const GoldenCase &c, Report &report);  // long case: quantized talkers

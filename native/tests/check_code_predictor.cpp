@@ -1,5 +1,7 @@
 // The code predictor against the goldens, as tests/test_code_predictor.py gates it.
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -165,6 +167,64 @@ bool layer_matrices_repacked(const RepackLog &log, const std::string &type) {
            log.tensors.size() == size_t(4 * counts[0]);
 }
 
+// kazetts' Q8_0 kernels of this architecture (kz_cp_best_kernel's names) and their kz_cp_kernel_choice
+struct Kernel {
+    const char *name;
+    int choice;
+};
+#if defined(__aarch64__)
+constexpr Kernel KERNELS[] = {
+    {"neon", KZ_CP_KERNELS_NEON}, {"neon-dotprod", KZ_CP_KERNELS_NEON_DOTPROD}, {"neon-i8mm", KZ_CP_KERNELS_NEON_I8MM}};
+#else
+constexpr Kernel KERNELS[] = {{"avx2", KZ_CP_KERNELS_AVX2}, {"avx512-vnni", KZ_CP_KERNELS_AVX512_VNNI}};
+#endif
+
+// Greedy frames teacher-forced with the case's golden hidden states and CB0: a digest of the
+// codes' and logits' bytes (the same bits give the same digest), and the product nodes each
+// kazetts kernel computed meanwhile, as the kernels counted them.
+struct Outputs {
+    std::string digest;
+    int64_t frames = 0;
+    std::map<std::string, int64_t> runs;  // kernel name -> nodes computed
+};
+
+Outputs run_frames(kz_code_predictor *cp, const NpyArray &codes, const NpyArray &hidden) {
+    const size_t n_embd = size_t(hidden.dim(1));
+    std::map<std::string, int64_t> before;
+    for (const Kernel &k : KERNELS) before[k.name] = kz_cp_kernel_runs(k.name);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
+    auto add = [&h](const void *data, size_t n) {
+        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t *>(data)[i]) * 1099511628211ull;
+    };
+    Outputs o;
+    for (int64_t f = 0; f < codes.dim(0); ++f, ++o.frames) {
+        Frame got = predict(cp, &hidden.f32[size_t(f) * n_embd], codes.i32[size_t(f) * 16]);
+        add(got.codes.data(), got.codes.size() * sizeof(int32_t));
+        add(got.logits.data(), got.logits.size() * sizeof(float));
+    }
+    o.digest = fmt("%016llx", (unsigned long long)h);
+    for (const Kernel &k : KERNELS) o.runs[k.name] = kz_cp_kernel_runs(k.name) - before[k.name];
+    return o;
+}
+
+// Whether every product node of `o`'s frames ran on `kernel` (per frame: `per_frame`), none on another
+bool ran_on(const Outputs &o, const std::string &kernel, int64_t per_frame) {
+    for (const auto &r : o.runs)
+        if (r.second != (r.first == kernel ? o.frames * per_frame : 0)) return false;
+    return per_frame > 0;
+}
+
+std::string describe_runs(const Outputs &o) {
+    std::string out;
+    for (const auto &r : o.runs) out += fmt("%s%s %lld", out.empty() ? "" : ", ", r.first.c_str(), (long long)r.second);
+    return fmt("%lld frames, product nodes run by kazetts' kernels: %s", (long long)o.frames, out.c_str());
+}
+
+std::string describe(const kz_cp_products &p) {
+    return fmt("per frame %lld products on kazetts' kernel, %lld quantized and %lld float on ggml's",
+               (long long)p.kazetts, (long long)p.ggml_quantized, (long long)p.ggml_float);
+}
+
 }  // namespace
 
 void check_code_predictor(const GoldenCase &c, Report &report) {
@@ -172,25 +232,77 @@ void check_code_predictor(const GoldenCase &c, Report &report) {
     if (c.long_checks()) check_quantized(c, report);
 }
 
-// Q8_0 and Q4_0 layer matrices on ggml's repacked kernels where it has them (ARM dotprod / i8mm;
-// the Q8_0 ones on x86-64 run on kazetts' kernels instead). Their results: check_quantized (Q8_0).
-void check_code_predictor_repack(const GoldenCase &c, Report &report) {
-    const struct {
-        const char *label, *type;
-        std::string path;
-        int weights;
-    } variants[] = {{"q8_0 file", "q8_0", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_AUTO},
-                    {"q4_0 at load", "q4_0", c.get("mmproj"), KZ_CP_WEIGHTS_Q4_0}};
-    for (const auto &v : variants) {
-        const std::string want = expected_repack_layout(v.type);
+// Which kernels the quantized code predictor runs on. The Q8_0 file: every quantized matrix
+// (decoder layers, heads) packed for kazetts' Q8_0 kernel, the one this CPU calls for (the
+// --expect-isa of golden_check, else kz_cp_best_kernel), every product of every frame computed
+// by it (as the kernel counts its runs) and none by ggml's quantized kernels; ggml repacks
+// nothing. Its outputs' digest (DIGEST line: scripts/aarch64_goldens.sh compares it across CPU
+// levels) and the same with each kazetts kernel forced: on ARM the three kernels give the same
+// bits, and a kernel the CPU lacks is refused at load. Q4_0 at load: ggml's kernels, repacked in
+// the layout its build calls for (none in an ARMv8.0 build: its choice is made at compile time).
+// Their results: check_quantized.
+void check_code_predictor_kernels(const GoldenCase &c, Report &report) {
+    NpyArray codes = c.golden("codes"), hidden = c.golden("talker_hidden");
+    const std::string name = c.get("name") + " code predictor ";
+    const std::string want = expected_kernel.empty() ? kz_cp_best_kernel() : expected_kernel;
+    Outputs q8;
+    {
         RepackLog log;
-        Cp cp = load(v.path, c.threads, v.weights);
-        const std::string label = c.get("name") + " code predictor " + v.label,
-                          figures = fmt("%s, kernel %s (this build: %s)", log.describe().c_str(),
-                                        kz_cp_kernel_name(cp.get()), repack_features(want).c_str());
-        if (ARM)
-            report.gate(label + " on ggml's repacked kernels", layer_matrices_repacked(log, v.type), figures);
-        else
-            report.info(label + " repacking", figures);
+        Cp cp = load(c.get("mmproj_q8_0"), c.threads, KZ_CP_WEIGHTS_AUTO);
+        const std::string repacked = log.describe();
+        const kz_cp_products per_frame = kz_cp_frame_products(cp.get());
+        q8 = run_frames(cp.get(), codes, hidden);
+        const std::string kernel = kz_cp_kernel_name(cp.get());
+        report.gate(name + "q8_0 file on kazetts' kernel",
+                    kernel == "kazetts q8_0 " + want && per_frame.ggml_quantized == 0 && log.tensors.empty() &&
+                        ran_on(q8, want, per_frame.kazetts),
+                    fmt("kernel %s (expected %s); %s; %s; ggml repacked: %s", kernel.c_str(), want.c_str(),
+                        describe(per_frame).c_str(), describe_runs(q8).c_str(), repacked.c_str()));
+        std::printf("DIGEST %sq8_0 file: %s\n", name.c_str(), q8.digest.c_str());
     }
+    std::string forced;
+    bool same = true;
+    for (const Kernel &k : KERNELS) {
+        if (k.name == want) {  // the run above
+            forced += fmt("%s%s: auto", forced.empty() ? "" : "; ", k.name);
+            continue;
+        }
+        kz_cp_params params = kz_cp_default_params();
+        params.n_threads = c.threads;
+        params.kernels = k.choice;
+        kz_code_predictor *raw = nullptr;
+        char err[512];
+        const int status = kz_cp_load(c.get("mmproj_q8_0").c_str(), &params, &raw, err, sizeof err);
+        Cp cp(raw);
+        if (status != KZ_OK) {  // the CPU lacks it: refused, never a SIGILL
+            same = same && status == KZ_ERR_INVALID_ARGUMENT;
+            const std::string why = err,
+                              reason = why.substr(why.rfind(": ") == std::string::npos ? 0 : why.rfind(": ") + 2);
+            forced += fmt("%s%s refused (%s)", forced.empty() ? "" : "; ", k.name, reason.c_str());
+            continue;
+        }
+        const Outputs o = run_frames(cp.get(), codes, hidden);
+        const bool ok = o.digest == q8.digest && ran_on(o, k.name, kz_cp_frame_products(cp.get()).kazetts);
+        same = same && ok;
+        forced +=
+            fmt("%s%s %s%s", forced.empty() ? "" : "; ", k.name, o.digest.c_str(), ok || !ARM ? "" : " (differs)");
+    }
+    if (ARM)
+        report.gate(name + "q8_0 kernels give the same bits", same,
+                    fmt("digest of %lld frames' codes and logits: auto (%s) %s; forced: %s", (long long)q8.frames,
+                        want.c_str(), q8.digest.c_str(), forced.c_str()));
+    else  // the x86 kernels sum in different orders
+        report.info(name + "q8_0 kernels",
+                    fmt("digests: auto (%s) %s; forced: %s", want.c_str(), q8.digest.c_str(), forced.c_str()));
+
+    const std::string layout = expected_repack_layout("q4_0");
+    RepackLog log;
+    Cp cp = load(c.get("mmproj"), c.threads, KZ_CP_WEIGHTS_Q4_0);
+    const kz_cp_products per_frame = kz_cp_frame_products(cp.get());
+    const std::string kernel = kz_cp_kernel_name(cp.get());
+    report.gate(name + "q4_0 at load on ggml's kernels",
+                kernel == "ggml" && per_frame.kazetts == 0 && per_frame.ggml_quantized > 0 &&
+                    (layout.empty() ? log.tensors.empty() : layer_matrices_repacked(log, "q4_0")),
+                fmt("kernel %s; %s; ggml repacked: %s (this build: %s)", kernel.c_str(), describe(per_frame).c_str(),
+                    log.describe().c_str(), repack_features(layout).c_str()));
 }

@@ -1,8 +1,10 @@
-// golden_check [--threads N] [--stage NAME]... [CASE_FILE...]: the native golden tests without
-// Python, for builds that run where the Python runtime does not (cross builds under qemu-aarch64,
-// devices). Each case file comes from scripts/aarch64_prepare.py; the "conv gemm" check needs
-// none and runs once. --stage runs only the named stages' checks (as the TIME lines name them;
-// all by default). Prints one line per gate; exits 1 if any gate fails.
+// golden_check [--threads N] [--stage NAME]... [--expect-isa KERNEL] [CASE_FILE...]: the native
+// golden tests without Python, for builds that run where the Python runtime does not (cross
+// builds under qemu-aarch64, devices). Each case file comes from scripts/aarch64_prepare.py; the
+// "conv gemm" check needs none and runs once. --stage runs only the named stages' checks (as the
+// TIME lines name them; all by default). --expect-isa: the kazetts Q8_0 kernel this CPU must get
+// (neon, neon-dotprod, neon-i8mm; avx2, avx512-vnni), which scripts/aarch64_goldens.sh knows
+// from the CPU it asks qemu for. Prints one line per gate; exits 1 if any gate fails.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,20 +15,48 @@
 
 #include "check.h"
 #include "ggml-cpu.h"
+#include "kazetts/code_predictor.h"
+
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
+
+std::string expected_kernel;
 
 namespace {
 
-// Which kernels ggml's CPU backend was compiled with. A cross build has one CPU variant (no
-// run-time dispatch), so on aarch64 these are the paths that ran; NEON, dotprod and F16
-// vector arithmetic are what an Android-class build must have.
+// The kernels of the CPU this program runs on (under qemu, its -cpu). On aarch64, from the
+// hwcaps the kernel gives the process, as libkazetts reads them: kazetts' Q8_0 kernel must be
+// the best the CPU has (i8mm, else dotprod, else NEON) and the one the script expects; ggml's CPU
+// backend, whose ARM extensions are fixed when it is compiled (ggml_cpu_has_* are #ifs), must
+// need none the CPU lacks (one would be a SIGILL, as a +dotprod build on a Cortex-A53).
 void check_cpu_features(Report &report) {
+    const std::string best = kz_cp_best_kernel();
 #if defined(__aarch64__)
-    report.gate("ggml ARM kernels", ggml_cpu_has_neon() && ggml_cpu_has_dotprod() && ggml_cpu_has_fp16_va(),
-                fmt("NEON %d, dotprod %d, fp16 vector arithmetic %d (i8mm %d, SVE %d)", ggml_cpu_has_neon(),
-                    ggml_cpu_has_dotprod(), ggml_cpu_has_fp16_va(), ggml_cpu_has_matmul_int8(), ggml_cpu_has_sve()));
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    const bool asimd = hw & (1UL << 1), asimdhp = hw & (1UL << 10), asimddp = hw & (1UL << 20), sve = hw & (1UL << 22),
+               i8mm = hw2 & (1UL << 13);
+    const std::string level = i8mm && asimddp ? "neon-i8mm" : asimddp ? "neon-dotprod" : "neon";
+    report.gate("q8 kernel for this CPU", best == level && (expected_kernel.empty() || expected_kernel == level),
+                fmt("hwcaps asimd %d, asimdhp %d, asimddp %d, i8mm %d, sve %d -> %s; q8::best_isa %s; expected "
+                    "(--expect-isa) %s",
+                    asimd, asimdhp, asimddp, i8mm, sve, level.c_str(), best.c_str(),
+                    expected_kernel.empty() ? "not given" : expected_kernel.c_str()));
+    report.gate("ggml build within this CPU",
+                (!ggml_cpu_has_dotprod() || asimddp) && (!ggml_cpu_has_matmul_int8() || i8mm) &&
+                    (!ggml_cpu_has_fp16_va() || asimdhp) && (!ggml_cpu_has_sve() || sve),
+                fmt("ggml's CPU backend built with NEON %d, dotprod %d, fp16 vector arithmetic %d, i8mm %d, SVE %d",
+                    ggml_cpu_has_neon(), ggml_cpu_has_dotprod(), ggml_cpu_has_fp16_va(), ggml_cpu_has_matmul_int8(),
+                    ggml_cpu_has_sve()));
 #else
     report.info("ggml CPU kernels", fmt("not aarch64: AVX2 %d, F16C %d, FMA %d", ggml_cpu_has_avx2(),
                                         ggml_cpu_has_f16c(), ggml_cpu_has_fma()));
+    if (expected_kernel.empty())
+        report.info("q8 kernel for this CPU",
+                    "q8::best_isa " + best + " (not gated: no --expect-isa; the hwcaps gate is ARM's)");
+    else
+        report.gate("q8 kernel for this CPU", best == expected_kernel,
+                    "q8::best_isa " + best + ", expected (--expect-isa) " + expected_kernel);
 #endif
 }
 
@@ -55,11 +85,14 @@ int main(int argc, char **argv) {
             threads = std::atoi(argv[first + 1]);
         else if (option == "--stage")
             stages.insert(argv[first + 1]);
+        else if (option == "--expect-isa")
+            expected_kernel = argv[first + 1];
         else
             break;
     }
     if ((first < argc && argv[first][0] == '-') || threads < 1) {
-        std::fprintf(stderr, "usage: %s [--threads N] [--stage NAME]... [CASE_FILE...]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [--threads N] [--stage NAME]... [--expect-isa KERNEL] [CASE_FILE...]\n",
+                     argv[0]);
         return 2;
     }
     Report report;
@@ -75,7 +108,7 @@ int main(int argc, char **argv) {
             GoldenCase c = GoldenCase::read(argv[i]);
             c.threads = threads;
             timed("code predictor", check_code_predictor, c, report);
-            if (c.long_checks()) timed("code predictor repacking", check_code_predictor_repack, c, report);
+            if (c.long_checks()) timed("code predictor kernels", check_code_predictor_kernels, c, report);
             timed("codec", check_codec, c, report);
             timed("talker", check_talker, c, report);
             if (c.long_checks()) timed("quantized talkers", check_talker_repack, c, report);

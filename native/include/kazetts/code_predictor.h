@@ -109,9 +109,28 @@ KZ_API int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden
  * kz_cp_predict_frame writes to embedding_sum_out). */
 KZ_API int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out);
 
-/* Which kernel computes the quantized matrix products of this handle: "ggml",
- * "kazetts q8_0 avx2" or "kazetts q8_0 avx512-vnni". Valid while the handle lives. */
+/* Which kernel computes the quantized matrix products of this handle: "ggml", or "kazetts q8_0 "
+ * and one of kz_cp_best_kernel's names. Valid while the handle lives. */
 KZ_API const char *kz_cp_kernel_name(const kz_code_predictor *cp);
+
+/* The kazetts Q8_0 kernel KZ_CP_KERNELS_AUTO takes on this CPU: "neon-i8mm", "neon-dotprod" or
+ * "neon" (aarch64, from the CPU's hwcaps), "avx512-vnni" or "avx2" (x86-64), "none" (ggml's). */
+KZ_API const char *kz_cp_best_kernel(void);
+
+/* Diagnostics, for tests (native/tests/golden_check): the matrix products of one frame of a
+ * handle, counted in its graphs: on kazetts' Q8_0 kernel, on ggml's kernels with a quantized
+ * weight, on ggml's with float operands (F32 or F16 weights, the attention's products). */
+typedef struct kz_cp_products {
+    int64_t kazetts;
+    int64_t ggml_quantized;
+    int64_t ggml_float;
+} kz_cp_products;
+KZ_API kz_cp_products kz_cp_frame_products(const kz_code_predictor *cp);
+
+/* Diagnostics, for tests: the product nodes kazetts' Q8_0 kernel `kernel` (a kz_cp_best_kernel
+ * name) has computed so far in this process, counted by the kernel as it runs; -1 for an unknown
+ * name. */
+KZ_API int64_t kz_cp_kernel_runs(const char *kernel);
 
 /* The last error message of a call on this handle ("" if none); valid until the next call. */
 KZ_API const char *kz_cp_last_error(const kz_code_predictor *cp);

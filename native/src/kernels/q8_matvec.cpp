@@ -30,6 +30,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -62,6 +63,10 @@ namespace {
 constexpr int64_t ROWS = 4;                                 // rows per packed group
 constexpr int64_t BLOCK_GROUP = 16;                         // block scales per 512-bit vector
 constexpr int64_t GROUP_BYTES_PER_BLOCK = ROWS * (2 + QK);  // fp16 scale + quants, 4 rows
+
+constexpr int N_ISAS = (int)Isa::neon_i8mm + 1;
+std::atomic<int64_t> g_runs[N_ISAS];      // runs(): nodes computed per kernel
+constexpr char NODE_PREFIX[] = "kz.q8 ";  // the name of a mul_mat node: the prefix, then its isa_name
 
 int64_t padded_blocks(int64_t cols) { return (cols / QK + BLOCK_GROUP - 1) / BLOCK_GROUP * BLOCK_GROUP; }
 
@@ -335,6 +340,7 @@ void add_residual(const ggml_tensor *residual, int64_t c, int64_t g, float *out)
 void matvec_op(ggml_tensor *dst, int ith, int nth, void *data) {
 #if defined(__x86_64__) || defined(__aarch64__)
     const Fused f = op_fused(data);
+    if (ith == 0) g_runs[(int)f.isa].fetch_add(1, std::memory_order_relaxed);
     const ggml_tensor *w = dst->src[0], *x = dst->src[1], *residual = dst->src[2];
     thread_local std::vector<uint8_t> cols;
     pack_columns(x, dst->src[3], f, cols);
@@ -465,11 +471,25 @@ ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, I
         throw Error(KZ_ERR_STATE, "q8::mul_mat: operands do not match");
     }
     ggml_tensor *args[4] = {w_packed, x, extras.residual, extras.rms_norm_weight};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args,
-                          norm  ? 4
-                          : res ? 3
-                                : 2,
-                          matvec_op, GGML_N_TASKS_MAX, op_data(Fused{isa, extras.eps}));
+    ggml_tensor *node = ggml_custom_4d(ctx, GGML_TYPE_F32, rows, x->ne[1], 1, 1, args,
+                                       norm  ? 4
+                                       : res ? 3
+                                             : 2,
+                                       matvec_op, GGML_N_TASKS_MAX, op_data(Fused{isa, extras.eps}));
+    return ggml_format_name(node, "%s%s", NODE_PREFIX, isa_name(isa));
+}
+
+Isa product_isa(const ggml_tensor *node) {
+    if (node->op != GGML_OP_CUSTOM || std::strncmp(node->name, NODE_PREFIX, sizeof NODE_PREFIX - 1) != 0)
+        return Isa::none;
+    for (int i = 0; i < N_ISAS; i++)
+        if (std::strcmp(node->name + sizeof NODE_PREFIX - 1, isa_name((Isa)i)) == 0) return (Isa)i;
+    return Isa::none;
+}
+
+int64_t runs(Isa isa) {
+    const int i = (int)isa;
+    return i >= 0 && i < N_ISAS ? g_runs[i].load(std::memory_order_relaxed) : 0;
 }
 
 }  // namespace kz::q8

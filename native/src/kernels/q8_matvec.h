@@ -59,4 +59,11 @@ struct Extras {
 // is F32 [rows, n].
 ggml_tensor *mul_mat(ggml_context *ctx, ggml_tensor *w_packed, ggml_tensor *x, Isa isa, const Extras &extras = {});
 
+// The kernel of a graph node made by mul_mat (none: another node).
+Isa product_isa(const ggml_tensor *node);
+
+// Product nodes computed so far in this process by the kernel of `isa`, counted by the kernel as
+// it runs (once a node): the evidence of which kernel ran, for tests.
+int64_t runs(Isa isa);
+
 }  // namespace kz::q8

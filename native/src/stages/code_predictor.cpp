@@ -102,6 +102,7 @@ struct kz_code_predictor {
     bool has_proj = false;
     kz::q8::Isa q8_isa = kz::q8::Isa::none;  // kazetts' Q8_0 kernel asked for (none: ggml's)
     std::string kernel_name = "ggml";        // the kernel the quantized products run on
+    kz_cp_products frame_products{};         // one frame's products by kernel (kz_cp_frame_products)
 
     ggml_context *wctx = nullptr, *rctx = nullptr;  // plain weights + KV cache; repacked matrices
     ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
@@ -713,6 +714,20 @@ void predict(kz_code_predictor &m, const float *hidden, int32_t cb0, const kz_cp
     if (emb_sum) std::memcpy(emb_sum, m.sum_buf.data(), (size_t)E * sizeof(float));
 }
 
+// One frame's matrix products (every step's graph) by the kernel that computes them.
+kz_cp_products count_products(const kz_code_predictor &m) {
+    kz_cp_products n{};
+    for (const Step &st : m.steps)
+        for (int i = 0; i < ggml_graph_n_nodes(st.graph); i++) {
+            const ggml_tensor *node = ggml_graph_node(st.graph, i);
+            if (kz::q8::product_isa(node) != kz::q8::Isa::none)
+                n.kazetts++;
+            else if (node->op == GGML_OP_MUL_MAT)
+                (ggml_is_quantized(node->src[0]->type) ? n.ggml_quantized : n.ggml_float)++;
+        }
+    return n;
+}
+
 // The kazetts Q8_0 kernel a kz_cp_kernel_choice asks for (none: ggml's kernels).
 kz::q8::Isa q8_kernel(int32_t choice) {
     using kz::q8::Isa;
@@ -774,6 +789,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         Loader(*m, *m->file, p.weight_type).run();
         m->steps.resize(m->n_cb);
         for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
+        m->frame_products = count_products(*m);
         set_threads(*m, p.n_threads);
         kz::release_free_heap();  // the load's staging
         return m;
@@ -818,6 +834,17 @@ int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out)
 const char *kz_cp_kernel_name(const kz_code_predictor *cp) {
     if (!cp) return "null handle";
     return cp->kernel_name.c_str();
+}
+
+const char *kz_cp_best_kernel(void) { return kz::q8::isa_name(kz::q8::best_isa()); }
+
+kz_cp_products kz_cp_frame_products(const kz_code_predictor *cp) { return cp ? cp->frame_products : kz_cp_products{}; }
+
+int64_t kz_cp_kernel_runs(const char *kernel) {
+    using kz::q8::Isa;
+    for (Isa isa : {Isa::avx2, Isa::avx512_vnni, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm})
+        if (kernel && std::strcmp(kernel, kz::q8::isa_name(isa)) == 0) return kz::q8::runs(isa);
+    return -1;
 }
 
 const char *kz_cp_last_error(const kz_code_predictor *cp) { return cp ? cp->last_error.c_str() : "null handle"; }
