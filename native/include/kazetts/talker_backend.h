@@ -71,7 +71,8 @@ KZ_API int64_t kz_talker_backend_calls(void);
 
 /* Largest |kernel - ggml's mul_mat| over one product of a random Q8_0 matrix (rows x cols,
  * cols a multiple of 32) by a random F32 column, on `threads` threads (0 when they agree bit
- * for bit); -1 when there is no kernel on this CPU or the arguments are bad. */
+ * for bit); -1 when there is no kernel on this CPU (or for this ggml: ARM with dotprod compiled
+ * in) or the arguments are bad. */
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads);
 
 /* The same for the kernel of the many-column products (the prefill; x86-64: src/kernels/talker_gemm.h,

@@ -407,11 +407,23 @@ void columns_arm(RowsKernel kernel, const ggml_tensor *node, std::vector<Column>
 }
 #endif
 
-// Whether this CPU (and build) has a many-column kernel: x86-64's talker_gemm (AVX-512 VNNI), or
-// the ARM kernels column by column.
+// Whether the ggml in this process computes the Q8_0 products the kernels repeat. On ARM its
+// ARMv8.0 build does; a ggml built with dotprod (GGML_NATIVE on an ARMv8.2+ device, as Termux's
+// llama-cpp-python) groups SDOT's lanes in its plain product and repacks the talker's Q8_0
+// matrices into its CPU_REPACK buffer, multiplied there with SDOT / SMMLA: its kernels keep them.
+bool ggml_product_repeated() {
+#if defined(__aarch64__)
+    return !ggml_cpu_has_dotprod();
+#else
+    return true;
+#endif
+}
+
+// Whether this CPU (and build, and ggml) has a many-column kernel: x86-64's talker_gemm (AVX-512
+// VNNI), or the ARM kernels column by column.
 bool columns_available() {
 #if defined(__aarch64__) && defined(_OPENMP)
-    return kernel_of(q8::best_isa()) != nullptr;
+    return kernel_of(q8::best_isa()) != nullptr && ggml_product_repeated();
 #else
     return talker_gemm::available();
 #endif
@@ -697,16 +709,10 @@ int setup() {
                      MIRRORED_GGML + ")";
             return 0;
         }
-#if defined(__aarch64__)
-        // A ggml built with dotprod (GGML_NATIVE on an ARMv8.2+ device, as Termux's llama-cpp-python)
-        // repacks the talker's Q8_0 matrices into its CPU_REPACK buffer and multiplies them with
-        // SDOT / SMMLA: its kernels keep the products (its plain ones group SDOT's lanes, not the
-        // ARMv8.0 path these kernels repeat).
-        if (ggml_cpu_has_dotprod()) {
+        if (!ggml_product_repeated()) {
             status = "off (this ggml was built with dotprod: its own Q8_0 kernels, repacked)";
             return 0;
         }
-#endif
         // the probe: rows not a multiple of 4 and 2 threads cover every kernel path (on ARM an odd
         // block count too: ggml's scalar tail)
         if (check(kernel, 70, 1024, 1, 2) != 0.0 || (ARM_KERNELS && check(kernel, 70, 1056, 1, 2) != 0.0)) {
@@ -752,7 +758,8 @@ KZ_API int64_t kz_talker_backend_calls(void) { return kz::talker_backend::calls.
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads) {
     using namespace kz::talker_backend;
     RowsKernel kernel = kernel_of(kz::q8::best_isa());
-    if (!kernel || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 || rows > (1 << 16) || cols > (1 << 16))
+    if (!kernel || !ggml_product_repeated() || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 ||
+        rows > (1 << 16) || cols > (1 << 16))
         return -1;
     try {
         return check(kernel, rows, cols, seed, threads);
