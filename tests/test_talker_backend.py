@@ -37,7 +37,10 @@ LIB = native.bind(
 
 def _kernel_or_skip():
     if LIB.kz_talker_backend_check(4, 32, 0, 1) < 0:
-        pytest.skip("no talker kernel on this CPU (x86-64 AVX-512 VNNI with OpenMP only): ggml's own product runs")
+        pytest.skip(
+            "no talker kernel on this CPU (x86-64 AVX-512 VNNI, or ARM with a ggml built for ARMv8.0; with OpenMP):"
+            " ggml's own product runs"
+        )
 
 
 # rows not a multiple of 4 and blocks not a multiple of 16 take the one-row tail kernel
@@ -51,7 +54,10 @@ def test_products_equal_ggml_mul_mat_bit_for_bit(rows, cols, threads):
 
 def _columns_kernel_or_skip():
     if LIB.kz_talker_backend_check_columns(8, 32, 2, 32, 0, 1, 0) < 0:
-        pytest.skip("no many-column talker kernel on this CPU (x86-64 AVX-512 VNNI only): ggml's GEMM runs")
+        pytest.skip(
+            "no many-column talker kernel on this CPU (x86-64 AVX-512 VNNI, or ARM with a ggml built for ARMv8.0):"
+            " ggml's GEMM runs"
+        )
 
 
 # the talker's shapes with a 48-row prompt; rows past the 8-row groups (70, 5, 9), every tile width

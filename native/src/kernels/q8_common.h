@@ -1,6 +1,6 @@
 // What libkazetts' Q8_0 kernels share (q8_matvec: the code predictor's; talker_backend and
 // talker_gemm: the talker's): ggml's block layout, the offset that VNNI's unsigned x signed
-// product needs, ggml's horizontal sum of 8 lanes, and the instruction sets their x86 code is
+// product needs, ggml's horizontal sum of 8 lanes, and the instruction sets their x86 and ARM code is
 // compiled for (q8::supports checks the same ones).
 #pragma once
 
@@ -12,6 +12,12 @@
 #include <immintrin.h>
 #define KZ_Q8_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
 #define KZ_Q8_AVX2 __attribute__((target("avx2,fma,f16c")))
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+// compiled for these extensions, run only where the CPU has them (q8::supports); GCC 12 inlines
+// the extensions' intrinsics only into functions of an arch= target
+#define KZ_Q8_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#define KZ_Q8_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
 #endif
 
 namespace kz::q8 {

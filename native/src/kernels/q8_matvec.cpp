@@ -44,9 +44,6 @@
 #ifndef HWCAP2_I8MM
 #define HWCAP2_I8MM (1UL << 13)
 #endif
-// compiled for these extensions, run only where the CPU has them (supports())
-#define KZ_Q8_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
-#define KZ_Q8_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
 #endif
 
 #if defined(__x86_64__)

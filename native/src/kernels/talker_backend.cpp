@@ -1,7 +1,7 @@
-// The talker's Q8_0 matrix products as a ggml ACCEL backend (see talker_backend.h; the many-column
-// kernel, the prefill's, in talker_gemm.cpp).
+// The talker's Q8_0 matrix products as a ggml ACCEL backend (see talker_backend.h; the x86-64
+// many-column kernel, the prefill's, in talker_gemm.cpp; the ARM kernels below rows_avx512_vnni).
 //
-// ggml's CPU product for one column (ggml_vec_dot_q8_0_q8_0, AVX2 path, per weight row):
+// x86-64. ggml's CPU product for one column (ggml_vec_dot_q8_0_q8_0, AVX2 path, per weight row):
 //   acc[8] = 0; for each block b: acc = fma(fp32(x[b].d) * fp32(y[b].d), lanes(x[b] . y[b]), acc)
 //   where lane i is the exact integer sum of the products of bytes 4i..4i+3; then
 //   out = ((acc4 + acc0) + (acc6 + acc2)) + ((acc5 + acc1) + (acc7 + acc3)).
@@ -105,12 +105,18 @@ constexpr int BACKEND_API_VERSION = 2;
 using q8::BlockQ8;
 using q8::QK;
 constexpr int PREFETCH = 4096;  // bytes ahead of each row's reads
+#if defined(__aarch64__) && defined(_OPENMP)
+constexpr bool ARM_KERNELS = true;
+#else
+constexpr bool ARM_KERNELS = false;
+#endif
 
 // The column, quantized as ggml's mul_mat quantizes it, with what the kernels need per block.
 struct Column {
     std::vector<BlockQ8> y;
     std::vector<float> dy;     // fp32(y[b].d)
-    std::vector<int32_t> off;  // 8 lanes per block: -128 * (sum of the lane's 4 quants)
+    std::vector<int32_t> off;  // x86: 8 lanes per block: -128 * (sum of the lane's 4 quants)
+    std::vector<int8_t> yz;    // ARM: 32 per block, y's quants as the dotprod kernel reads them (zip_halves)
 };
 
 using RowsKernel = void (*)(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
@@ -191,24 +197,164 @@ KZ_Q8_AVX512_VNNI void rows_avx512_vnni(const uint8_t *w, size_t row_bytes, int6
 }
 #endif
 
-// AVX-512 VNNI only: an AVX2 version of the 4-row kernel was no faster than ggml's here (the
-// sign trick costs what the extra rows save). Without OpenMP it would run on one thread: ggml's.
-RowsKernel kernel_of(q8::Isa isa) {
+#if defined(__aarch64__) && defined(_OPENMP)
+// ---- ARM: ggml built for ARMv8.0 (no __ARM_FEATURE_DOTPROD) -------------------------------------
+// Its product for one column (ggml_vec_dot_q8_0_q8_0, NEON path, ggml-cpu/arch/arm/quants.c, per
+// weight row; GCC 12 -O3 -std=gnu11, read in the disassembly of libggml-cpu.so):
+//   per block: 4 lanes of exact integer sums, ggml_vdotq_s32's no-dotprod fallback (vmull_s8 of
+//     each 8-byte half, pairwise sums): over the block's 16 pairs of quants Q_k = x[2k]y[2k] +
+//     x[2k+1]y[2k+1], lane l = Q_l + Q_{l+4} + Q_{l+8} + Q_{l+12} (not SDOT's grouping: SDOT's lane
+//     l is bytes 4l..4l+3);
+//   acc[b % 2] = vmlaq_n_f32(acc[b % 2], float(lanes), fp32(x.d) * fp32(y.d)): a multiply, then
+//     an add (GCC 12's vmlaq_n_f32 is not fused: fmul, fadd), blocks taken two at a time;
+//   sum = vaddvq_f32(acc[0]) + vaddvq_f32(acc[1]) (each ((l0 + l1) + (l2 + l3)), faddp twice);
+//   an odd last block in scalar code: sum = fma(float(its integer sum), fp32(x.d) * fp32(y.d), sum)
+//     (-ffp-contract=fast contracts it: fmadd).
+// The kernels do exactly that, four rows at a time. The NEON one (ARMv8.0) takes the lanes as ggml
+// does; the dotprod one with SDOT on the quants rearranged so that its lanes hold ggml's grouping:
+// zip1/zip2 of the block's two 16-byte halves by 16-bit pairs give lanes (Q_l, Q_{l+8}) and
+// (Q_{l+4}, Q_{l+12}), the column's quants zipped alike once per product (Column::yz). The
+// integer sums are exact either way: both kernels give ggml's bits, on every ARM core.
+
+inline float fp16_to_fp32(ggml_fp16_t h) {
+    __fp16 f;
+    std::memcpy(&f, &h, sizeof f);
+    return (float)f;  // exact (fcvt)
+}
+
+// zip1 (zip2) of a block's halves by 16-bit pairs: the layout of Column::yz and the dotprod lanes
+inline int8x16_t zip_low(int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s16(vzip1q_s16(vreinterpretq_s16_s8(a), vreinterpretq_s16_s8(b)));
+}
+inline int8x16_t zip_high(int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s16(vzip2q_s16(vreinterpretq_s16_s8(a), vreinterpretq_s16_s8(b)));
+}
+
+void zip_halves(const int8_t *q, int8_t *out) {
+    const int8x16_t lo = vld1q_s8(q), hi = vld1q_s8(q + 16);
+    vst1q_s8(out, zip_low(lo, hi));
+    vst1q_s8(out + 16, zip_high(lo, hi));
+}
+
+// A block's 4 lanes, ggml's grouping: x the weight's quants, y the column's (raw)
+struct NeonLanes {
+    static const int8_t *column(const Column &c, int64_t b) { return c.y[b].qs; }
+    static inline int32x4_t lanes(const int8_t *x, const int8_t *y) {
+        const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16), y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
+        int32x4_t s = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));  // Q_0..Q_3
+        s = vpadalq_s16(s, vmull_high_s8(x0, y0));                              // + Q_4..Q_7
+        s = vpadalq_s16(s, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));         // + Q_8..Q_11
+        return vpadalq_s16(s, vmull_high_s8(x1, y1));                           // + Q_12..Q_15
+    }
+};
+
+// The same lanes with SDOT: y the column's quants zipped (Column::yz)
+struct DotprodLanes {
+    static const int8_t *column(const Column &c, int64_t b) { return c.yz.data() + b * QK; }
+    KZ_Q8_DOTPROD static inline int32x4_t lanes(const int8_t *x, const int8_t *yz) {
+        const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+        const int32x4_t s = vdotq_s32(vdupq_n_s32(0), zip_low(x0, x1), vld1q_s8(yz));  // Q_l + Q_{l+8}
+        return vdotq_s32(s, zip_high(x0, x1), vld1q_s8(yz + 16));                      // + Q_{l+4} + Q_{l+12}
+    }
+};
+
+// out[i] = row i . the column, i < R, the rows row_bytes apart: ggml's arithmetic per row
+template <class Lanes, int R, bool Fused = false>
+__attribute__((always_inline)) inline void rows_arm(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c,
+                                                    float *out) {
+    const BlockQ8 *x[R];
+    for (int i = 0; i < R; i++) x[i] = (const BlockQ8 *)(w + i * row_bytes);
+    float32x4_t acc[R][2];
+    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+    int64_t b = 0;
+    for (; b + 1 < blocks; b += 2)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int8_t *y = Lanes::column(c, b + h);
+            const float dy = c.dy[b + h];
+            for (int i = 0; i < R; i++) {
+                const BlockQ8 &blk = x[i][b + h];
+                const float32x4_t lanes = vcvtq_f32_s32(Lanes::lanes(blk.qs, y));
+                const float d = fp16_to_fp32(blk.d) * dy;
+                acc[i][h] = Fused ? vfmaq_n_f32(acc[i][h], lanes, d) : vmlaq_n_f32(acc[i][h], lanes, d);
+            }
+        }
+    for (int i = 0; i < R; i++) {
+        float sum = vaddvq_f32(acc[i][0]) + vaddvq_f32(acc[i][1]);
+        if (b < blocks) {  // the odd last block, as ggml's scalar tail
+            int32_t sumi = 0;
+            for (int j = 0; j < QK; j++) sumi += x[i][b].qs[j] * c.y[b].qs[j];
+            sum = std::fma((float)sumi, fp16_to_fp32(x[i][b].d) * c.dy[b], sum);
+        }
+        out[i] = sum;
+    }
+}
+
+void rows_neon(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) rows_arm<NeonLanes, 4>(w + r * row_bytes, row_bytes, blocks, c, out + r);
+    for (; r < rows; r++) rows_arm<NeonLanes, 1>(w + r * row_bytes, row_bytes, blocks, c, out + r);
+}
+
+// Tests only: the NEON kernel with ggml's multiply-then-add fused, all else equal (a kernel off by
+// a rounding, for the check to catch)
+void rows_neon_fused(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out, int64_t rows) {
+    for (int64_t r = 0; r < rows; r++) rows_arm<NeonLanes, 1, true>(w + r * row_bytes, row_bytes, blocks, c, out + r);
+}
+
+KZ_Q8_DOTPROD void rows_dotprod(const uint8_t *w, size_t row_bytes, int64_t blocks, const Column &c, float *out,
+                                int64_t rows) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) rows_arm<DotprodLanes, 4>(w + r * row_bytes, row_bytes, blocks, c, out + r);
+    for (; r < rows; r++) rows_arm<DotprodLanes, 1>(w + r * row_bytes, row_bytes, blocks, c, out + r);
+}
+#endif
+
+// The kernel that runs for the best instruction set of this CPU (q8::best_isa): on x86-64 AVX-512
+// VNNI only (an AVX2 version of the 4-row kernel was no faster than ggml's there: the sign trick
+// costs what the extra rows save); on ARM the dotprod kernel where the CPU has dotprod (i8mm
+// CPUs too: SMMLA multiplies two columns, a step has one), else the NEON one. Without OpenMP it
+// would run on one thread: ggml's.
+q8::Isa kernel_isa(q8::Isa isa) {
 #if defined(__x86_64__) && defined(_OPENMP)
-    if (isa == q8::Isa::avx512_vnni) return rows_avx512_vnni;
+    if (isa == q8::Isa::avx512_vnni) return isa;
+#elif defined(__aarch64__) && defined(_OPENMP)
+    if (isa == q8::Isa::neon_i8mm || isa == q8::Isa::neon_dotprod) return q8::Isa::neon_dotprod;
+    if (isa == q8::Isa::neon) return isa;
 #endif
     (void)isa;
-    return nullptr;
+    return q8::Isa::none;
+}
+
+RowsKernel kernel_of(q8::Isa isa) {
+    switch (kernel_isa(isa)) {
+#if defined(__x86_64__) && defined(_OPENMP)
+        case q8::Isa::avx512_vnni: return rows_avx512_vnni;
+#elif defined(__aarch64__) && defined(_OPENMP)
+        case q8::Isa::neon_dotprod: return rows_dotprod;
+        case q8::Isa::neon: return rows_neon;
+#endif
+        default: return nullptr;
+    }
 }
 
 void quantize(const float *x, int64_t cols, Column &c) {
     const int64_t blocks = cols / QK;
-    c.y.resize(blocks), c.dy.resize(blocks), c.off.resize(8 * blocks);
+    c.y.resize(blocks), c.dy.resize(blocks);
     ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(x, c.y.data(), cols);
+#if defined(__aarch64__) && defined(_OPENMP)
+    c.yz.resize(QK * blocks);
+#else
+    c.off.resize(8 * blocks);
+#endif
     for (int64_t b = 0; b < blocks; b++) {
         c.dy[b] = ggml_fp16_to_fp32(c.y[b].d);
         const int8_t *q = c.y[b].qs;
+#if defined(__aarch64__) && defined(_OPENMP)
+        zip_halves(q, c.yz.data() + b * QK);
+#else
         for (int lane = 0; lane < 8; lane++) c.off[8 * b + lane] = q8::lane_offset(q + 4 * lane);
+#endif
     }
 }
 
@@ -233,6 +379,56 @@ void rows_parallel(RowsKernel kernel, const uint8_t *w, size_t row_bytes, int64_
 #endif
 }
 
+#if defined(__aarch64__) && defined(_OPENMP)
+// The many-column products on ARM. ggml built without dotprod computes each (row, column) of a
+// Q8_0 product by the one-column vec_dot (llamafile's tinyBLAS has an ARM Q8_0 kernel only with
+// dotprod), so the one-column kernel column by column gives its bits; each group of 4 rows is
+// read once for all the columns. Thread ith of nth: its share of the columns' quantization,
+// then (after all threads') its share of the row groups.
+void columns_split(RowsKernel kernel, const ggml_tensor *node, std::vector<Column> &cs, int ith, int nth) {
+    const ggml_tensor *w = node->src[0], *x = node->src[1];
+    const int64_t n = x->ne[1], rows = w->ne[1], cols = w->ne[0];
+    for (int64_t j = n * ith / nth; j < n * (ith + 1) / nth; j++)
+        quantize((const float *)((const char *)x->data + j * x->nb[1]), cols, cs[j]);
+#pragma omp barrier
+    const int64_t groups = (rows + 3) / 4;
+    const int64_t r0 = std::min(rows, groups * ith / nth * 4), r1 = std::min(rows, groups * (ith + 1) / nth * 4);
+    const uint8_t *wd = (const uint8_t *)w->data;
+    for (int64_t r = r0; r < r1; r += 4)
+        for (int64_t j = 0; j < n; j++)
+            kernel(wd + r * w->nb[1], w->nb[1], cols / QK, cs[j], (float *)((char *)node->data + j * node->nb[1]) + r,
+                   std::min<int64_t>(4, r1 - r));
+}
+
+void columns_arm(RowsKernel kernel, const ggml_tensor *node, std::vector<Column> &cs, int threads) {
+    cs.resize((size_t)node->src[1]->ne[1]);
+#pragma omp parallel num_threads(threads)
+    columns_split(kernel, node, cs, omp_get_thread_num(), omp_get_num_threads());
+}
+#endif
+
+// Whether the ggml in this process computes the Q8_0 products the kernels repeat. On ARM its
+// ARMv8.0 build does; a ggml built with dotprod (GGML_NATIVE on an ARMv8.2+ device, as Termux's
+// llama-cpp-python) groups SDOT's lanes in its plain product and repacks the talker's Q8_0
+// matrices into its CPU_REPACK buffer, multiplied there with SDOT / SMMLA: its kernels keep them.
+bool ggml_product_repeated() {
+#if defined(__aarch64__)
+    return !ggml_cpu_has_dotprod();
+#else
+    return true;
+#endif
+}
+
+// Whether this CPU (and build, and ggml) has a many-column kernel: x86-64's talker_gemm (AVX-512
+// VNNI), or the ARM kernels column by column.
+bool columns_available() {
+#if defined(__aarch64__) && defined(_OPENMP)
+    return kernel_of(q8::best_isa()) != nullptr && ggml_product_repeated();
+#else
+    return talker_gemm::available();
+#endif
+}
+
 // ---- the backend --------------------------------------------------------------------------------
 
 std::atomic<int64_t> calls{0};
@@ -247,8 +443,19 @@ std::mutex setup_mutex;
 struct Backend {
     int threads = 1;
     Column column;
-    talker_gemm::Columns columns;  // the many-column products' (talker_gemm.h)
+    talker_gemm::Columns columns;     // the many-column products' (talker_gemm.h)
+    std::vector<Column> arm_columns;  // ARM's (columns_arm)
 };
+
+// Whether the weight's bytes are ggml's Q8_0 rows: in a host buffer (CPU, CPU_Mapped) or in none
+// (the check's context). ggml's extra buffer types, where its CPU backend keeps weights it
+// rearranged for its own kernels (CPU_REPACK: Q8_0 interleaved 4x4 / 4x8 on ARM with dotprod /
+// i8mm; AMX; KleidiAI), are not host buffers: the scheduler never hands this backend a product
+// of such a weight (dev_supports_buft refuses them), and supports() and graph_compute() refuse it too.
+bool plain_rows(const ggml_tensor *w) {
+    const ggml_tensor *t = w->view_src ? w->view_src : w;
+    return !t->buffer || ggml_backend_buffer_is_host(t->buffer);
+}
 
 // MUL_MAT of a contiguous 2-D Q8_0 weight by a 2-D F32 matrix of contiguous columns (to F32): what
 // both kernels take, told apart by the column count. Whether the backend is on is asked only when
@@ -258,7 +465,7 @@ bool q8_0_product(const ggml_tensor *op) {
     const ggml_tensor *w = op->src[0], *x = op->src[1];
     return op->op == GGML_OP_MUL_MAT && w && x && w->type == GGML_TYPE_Q8_0 && x->type == GGML_TYPE_F32 &&
            op->type == GGML_TYPE_F32 && w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(w) && x->ne[2] == 1 &&
-           x->ne[3] == 1 && x->nb[0] == sizeof(float) && w->ne[0] % QK == 0;
+           x->ne[3] == 1 && x->nb[0] == sizeof(float) && w->ne[0] % QK == 0 && plain_rows(w);
 }
 
 // one column: the one-column kernel's
@@ -282,12 +489,18 @@ void column_product(RowsKernel kernel, Column &c, ggml_tensor *node, int threads
     rows_parallel(kernel, (const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0] / QK, c, (float *)node->data, threads);
 }
 
-// node = W X on the many-column kernel, X's columns x->nb[1] apart (the backend and its check run this)
-void columns_product(Backend *b, ggml_tensor *node) {
+// node = W X on the many-column kernel, X's columns x->nb[1] apart (the backend and its check run
+// this); on ARM the one-column `kernel` column by column
+void columns_product(RowsKernel kernel, Backend *b, ggml_tensor *node) {
+#if defined(__aarch64__) && defined(_OPENMP)
+    columns_arm(kernel, node, b->arm_columns, b->threads);
+#else
+    (void)kernel;
     const ggml_tensor *w = node->src[0], *x = node->src[1];
     talker_gemm::product((const uint8_t *)w->data, w->nb[1], w->ne[1], w->ne[0], (const float *)x->data,
                          x->nb[1] / sizeof(float), x->ne[1], (float *)node->data, node->nb[1] / sizeof(float),
                          b->columns, b->threads);
+#endif
 }
 // ------------------------------------------------------------------------------------------------
 
@@ -313,7 +526,7 @@ enum ggml_status graph_compute(ggml_backend_t backend, ggml_cgraph *graph) {
         ggml_tensor *node = ggml_graph_node(graph, i);
         if (node->op != GGML_OP_MUL_MAT) continue;
         if (many_columns(node)) {
-            columns_product(b, node);
+            columns_product(active_kernel, b, node);
             calls.fetch_add(1, std::memory_order_relaxed);
             continue;
         }
@@ -434,17 +647,22 @@ double check(RowsKernel kernel, int64_t rows, int64_t cols, uint64_t seed, int t
     });
 }
 
-// The many-column kernel (unfused: the tests' mutant) against ggml, columns x_stride floats apart.
-double check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed, int threads,
-                     bool unfused) {
+// The many-column kernel (mutant: the tests' one, off by a rounding) against ggml, columns x_stride
+// floats apart; on ARM the one-column `kernel` column by column.
+double check_columns(RowsKernel kernel, int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed,
+                     int threads, bool mutant) {
     return compare(rows, cols, n, x_stride, seed, threads, [&](ggml_tensor *node) {
         Backend b;
         b.threads = threads;
-        if (!unfused) return columns_product(&b, node);
+#if defined(__aarch64__) && defined(_OPENMP)
+        return columns_product(mutant ? rows_neon_fused : kernel, &b, node);
+#else
+        if (!mutant) return columns_product(kernel, &b, node);
         const ggml_tensor *w = node->src[0], *x = node->src[1];
         talker_gemm::product_unfused((const uint8_t *)w->data, w->nb[1], rows, cols, (const float *)x->data,
                                      x->nb[1] / sizeof(float), n, (float *)node->data, node->nb[1] / sizeof(float),
                                      b.columns);
+#endif
     });
 }
 
@@ -480,7 +698,7 @@ int setup() {
         return 0;
     }
     if (!active_kernel) {
-        const q8::Isa isa = q8::best_isa();
+        const q8::Isa isa = kernel_isa(q8::best_isa());
         RowsKernel kernel = kernel_of(isa);
         if (!kernel) {
             status = "off (no kernel for this CPU: ggml's own product)";
@@ -491,13 +709,18 @@ int setup() {
                      MIRRORED_GGML + ")";
             return 0;
         }
-        // the probe: rows not a multiple of 4 and 2 threads cover every kernel path
-        if (check(kernel, 70, 1024, 1, 2) != 0.0) {
+        if (!ggml_product_repeated()) {
+            status = "off (this ggml was built with dotprod: its own Q8_0 kernels, repacked)";
+            return 0;
+        }
+        // the probe: rows not a multiple of 4 and 2 threads cover every kernel path (on ARM an odd
+        // block count too: ggml's scalar tail)
+        if (check(kernel, 70, 1024, 1, 2) != 0.0 || (ARM_KERNELS && check(kernel, 70, 1056, 1, 2) != 0.0)) {
             status = "off (the kernel does not reproduce this ggml's Q8_0 product bit for bit)";
             return 0;
         }
         // the many-column kernel's probe: 6 rows past the 8-row groups, tiles of 6 and 5 columns
-        columns_on = talker_gemm::available() && check_columns(70, 1024, 11, 1024, 1, 2, false) == 0.0;
+        columns_on = columns_available() && check_columns(kernel, 70, 1024, 11, 1024, 1, 2, false) == 0.0;
         static ggml_backend_reg reg = {
             BACKEND_API_VERSION, {reg_name, reg_device_count, reg_device, reg_proc_address}, nullptr};
         device().reg = &reg;
@@ -535,7 +758,8 @@ KZ_API int64_t kz_talker_backend_calls(void) { return kz::talker_backend::calls.
 KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed, int threads) {
     using namespace kz::talker_backend;
     RowsKernel kernel = kernel_of(kz::q8::best_isa());
-    if (!kernel || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 || rows > (1 << 16) || cols > (1 << 16))
+    if (!kernel || !ggml_product_repeated() || rows < 1 || cols < 1 || cols % QK != 0 || threads < 1 ||
+        rows > (1 << 16) || cols > (1 << 16))
         return -1;
     try {
         return check(kernel, rows, cols, seed, threads);
@@ -545,13 +769,13 @@ KZ_API double kz_talker_backend_check(int64_t rows, int64_t cols, uint64_t seed,
 }
 
 KZ_API double kz_talker_backend_check_columns(int64_t rows, int64_t cols, int64_t n, int64_t x_stride, uint64_t seed,
-                                              int threads, int unfused) {
+                                              int threads, int mutant) {
     using namespace kz::talker_backend;
-    if (!kz::talker_gemm::available() || rows < 1 || cols < 1 || cols % QK != 0 || n < 2 || threads < 1 ||
-        rows > (1 << 16) || cols > (1 << 16) || n > 512 || x_stride < cols || x_stride > cols + 4096)
+    if (!columns_available() || rows < 1 || cols < 1 || cols % QK != 0 || n < 2 || threads < 1 || rows > (1 << 16) ||
+        cols > (1 << 16) || n > 512 || x_stride < cols || x_stride > cols + 4096)
         return -1;
     try {
-        return check_columns(rows, cols, n, x_stride, seed, threads, unfused != 0);
+        return check_columns(kernel_of(kz::q8::best_isa()), rows, cols, n, x_stride, seed, threads, mutant != 0);
     } catch (...) {
         return -1;
     }
