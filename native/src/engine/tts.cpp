@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/common_internal.h"
+#include "core/stage_mark.h"
 #include "engine/enroll.h"
 #include "engine/joiner.h"
 #include "engine/model_files.h"
@@ -144,8 +145,11 @@ class CodecPipeline {
         job.audio.resize(size_t(n) * size_t(samples_per_frame_));
         size_t written = 0;
         const auto t = Clock::now();
-        job.status = kz_codec_stream_push(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(), job.audio.size(),
-                                          &written);
+        {
+            kz::StageMark<kz::STAGE_CODEC> mark;
+            job.status = kz_codec_stream_push(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(),
+                                              job.audio.size(), &written);
+        }
         job.ms = ms_since(t);
         if (job.status != KZ_OK) job.error = kz_codec_last_error(codec_);
         job.audio.resize(job.status == KZ_OK ? written : 0);
@@ -657,7 +661,10 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
         };
 
         auto t = Clock::now();
-        talker->step(prompt.prefill.data(), int(prompt.n_prefill()));
+        {
+            kz::StageMark<kz::STAGE_PREFILL> mark;
+            talker->step(prompt.prefill.data(), int(prompt.n_prefill()));
+        }
         res.prefill_ms += ms_since(t);
         bool at_eos = false;
         for (int frame = 0; frame <= room; ++frame) {
@@ -669,7 +676,10 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
                 break;
             }
             if (frame == room) break;
-            status = kz_cp_predict_frame(cp, talker->hidden(), cb0, &cps, rest.data(), embedding.data(), nullptr);
+            {
+                kz::StageMark<kz::STAGE_CODE_PREDICTOR> mark;
+                status = kz_cp_predict_frame(cp, talker->hidden(), cb0, &cps, rest.data(), embedding.data(), nullptr);
+            }
             if (status != KZ_OK) throw Error(status, kz_cp_last_error(cp));
             res.code_predictor_ms += ms_since(now);
             pending.push_back(cb0);
@@ -691,6 +701,7 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
             }
             for (int k = 0; k < H; ++k) input[size_t(k)] = embedding[size_t(k)] + text_row[k];
             t = Clock::now();
+            kz::StageMark<kz::STAGE_TALKER> mark;
             talker->step(input.data(), 1);
         }
         if (!stop && !pending.empty()) codec_pipeline.push(std::move(pending));
