@@ -14,6 +14,8 @@
 # there, keyed by sources, flags and compiler), QEMU_CPUS (the qemu CPU models to run at, default
 # "cortex-a53 cortex-a76 max"; a model expected_kernel does not know is given as MODEL:KERNEL).
 set -euo pipefail
+# shellcheck source=scripts/apt_packages.sh
+source "$(dirname "$0")/apt_packages.sh"
 cd "$(dirname "$0")/.."
 
 : "${LLAMA_SRC:?set LLAMA_SRC to the unpacked llama-cpp-python sdist (make aarch64-test does)}"
@@ -41,18 +43,7 @@ quietly() {
 }
 
 # The cross compiler and qemu-user from Debian, installed when missing.
-ensure_packages() {
-    local missing=()
-    command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
-    command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
-    command -v cmake >/dev/null || missing+=(cmake)
-    [ ${#missing[@]} -eq 0 ] && return
-    log "installing ${missing[*]}"
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-}
+ensure_packages() { apt_packages aarch64-linux-gnu-g++:g++-aarch64-linux-gnu qemu-aarch64:qemu-user cmake:cmake; }
 
 # ggml + llama for aarch64, built once per (sources, flags, toolchain, compiler).
 cross_build_llama() {

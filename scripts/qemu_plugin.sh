@@ -13,6 +13,8 @@
 #
 # Environment: KAZETTS_CACHE (default ~/.cache/kazetts), KZ_QEMU_PLUGIN_H.
 set -euo pipefail
+# shellcheck source=scripts/apt_packages.sh
+source "$(dirname "$0")/apt_packages.sh"
 cd "$(dirname "$0")/.."
 
 KAZETTS_CACHE=${KAZETTS_CACHE:-$HOME/.cache/kazetts}
@@ -26,19 +28,7 @@ UPSTREAM_HEADER=https://gitlab.com/qemu-project/qemu/-/raw/v7.2.0/include/qemu/q
 
 log() { printf '== %s (%s)\n' "$*" "$(date +%T)" >&2; }
 
-ensure_packages() {
-    local missing=()
-    command -v gcc >/dev/null || missing+=(gcc)
-    command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
-    command -v curl >/dev/null || missing+=(curl)
-    command -v xz >/dev/null || missing+=(xz-utils)
-    [ ${#missing[@]} -eq 0 ] && return
-    log "installing ${missing[*]}"
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-}
+ensure_packages() { apt_packages gcc:gcc qemu-aarch64:qemu-user curl:curl xz:xz-utils; }
 
 # apt-get / apt-cache ($1) with our own source list, package lists and cache: nothing of
 # /etc/apt's sources.
