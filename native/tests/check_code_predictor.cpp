@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <tuple>
 
 #include "check.h"
 #include "kazetts/code_predictor.h"
@@ -232,33 +233,36 @@ void check_code_predictor(const GoldenCase &c, Report &report) {
     if (c.long_checks()) check_quantized(c, report);
 }
 
-// Which kernels the quantized code predictor runs on. The Q8_0 file: every quantized matrix
-// (decoder layers, heads) packed for kazetts' Q8_0 kernel, the one this CPU calls for (the
-// --expect-isa of golden_check, else kz_cp_best_kernel), every product of every frame computed
-// by it (as the kernel counts its runs) and none by ggml's quantized kernels; ggml repacks
-// nothing. Its outputs' digest (DIGEST line: scripts/aarch64_goldens.sh compares it across CPU
-// levels) and the same with each kazetts kernel forced: on ARM the three kernels give the same
-// bits, and a kernel the CPU lacks is refused at load. Q4_0 at load: ggml's kernels, repacked in
-// the layout its build calls for (none in an ARMv8.0 build: its choice is made at compile time).
-// Their results: check_quantized.
+// Which kernels the quantized code predictor runs on. The Q8_0 file and the F32 file quantized to
+// Q8_0 at load: every quantized matrix (decoder layers, heads) packed for kazetts' Q8_0 kernel,
+// the one this CPU calls for (the --expect-isa of golden_check, else kz_cp_best_kernel), every
+// product of every frame computed by it (as the kernel counts its runs) and none by ggml's
+// quantized kernels; ggml repacks nothing. Their outputs' digests (DIGEST lines:
+// scripts/aarch64_goldens.sh compares them across CPU levels), and the Q8_0 file's with each
+// kazetts kernel forced: on ARM the three kernels give the same bits, and a kernel the CPU lacks
+// is refused at load. Q4_0 at load: ggml's kernels, repacked in the layout its build calls for
+// (none in an ARMv8.0 build: its choice is made at compile time). Their results: check_quantized.
 void check_code_predictor_kernels(const GoldenCase &c, Report &report) {
     NpyArray codes = c.golden("codes"), hidden = c.golden("talker_hidden");
     const std::string name = c.get("name") + " code predictor ";
     const std::string want = expected_kernel.empty() ? kz_cp_best_kernel() : expected_kernel;
+    // the Q8_0 file, and the F32 file quantized to Q8_0 at load
     Outputs q8;
-    {
+    for (const auto &[label, path, weights] : {std::tuple{"q8_0 file", c.get("mmproj_q8_0"), KZ_CP_WEIGHTS_AUTO},
+                                               std::tuple{"q8_0 at load", c.get("mmproj"), KZ_CP_WEIGHTS_Q8_0}}) {
         RepackLog log;
-        Cp cp = load(c.get("mmproj_q8_0"), c.threads, KZ_CP_WEIGHTS_AUTO);
+        Cp cp = load(path, c.threads, weights);
         const std::string repacked = log.describe();
         const kz_cp_products per_frame = kz_cp_frame_products(cp.get());
-        q8 = run_frames(cp.get(), codes, hidden);
+        const Outputs o = run_frames(cp.get(), codes, hidden);
         const std::string kernel = kz_cp_kernel_name(cp.get());
-        report.gate(name + "q8_0 file on kazetts' kernel",
+        report.gate(name + label + " on kazetts' kernel",
                     kernel == "kazetts q8_0 " + want && per_frame.ggml_quantized == 0 && log.tensors.empty() &&
-                        ran_on(q8, want, per_frame.kazetts),
+                        ran_on(o, want, per_frame.kazetts),
                     fmt("kernel %s (expected %s); %s; %s; ggml repacked: %s", kernel.c_str(), want.c_str(),
-                        describe(per_frame).c_str(), describe_runs(q8).c_str(), repacked.c_str()));
-        std::printf("DIGEST %sq8_0 file: %s\n", name.c_str(), q8.digest.c_str());
+                        describe(per_frame).c_str(), describe_runs(o).c_str(), repacked.c_str()));
+        std::printf("DIGEST %s%s: %s\n", name.c_str(), label, o.digest.c_str());
+        if (q8.digest.empty()) q8 = o;
     }
     std::string forced;
     bool same = true;
