@@ -12,6 +12,10 @@ F32's on the same inputs (F32 is the reference's codes, see the goldens), and th
 as ``Qwen3TTSForConditionalGeneration`` calls it, float32, greedy) in the reference environment
 on the same weights and thread counts, printing the ratios.
 
+``--batch 1 2 4 8`` instead times ``predict_frames`` (one pass over the weights for b frames,
+issue #30) with the weights of ``--weights``: ms per batched call, per frame, and the aggregate
+frames per second over one frame at a time, in rounds that rotate the batch sizes' order.
+
 ``--ref-worker`` is the subprocess entry point (reference environment only).
 """
 
@@ -54,6 +58,40 @@ def bench_native(mmproj, weights, threads, frames, kernels="auto"):
         times.append(time.perf_counter() - t0)
     cp.close()
     return 1000 * float(np.median(times)), np.array(codes), kernel
+
+
+def bench_batches(mmproj, weights, threads, frames, batches, rounds=3):
+    """{batch: median ms of one predict_frames call of `batch` frames}, rounds rotated."""
+    import numpy as np
+    from kazetts.stages.code_predictor import CodePredictor
+
+    cp = CodePredictor(mmproj, threads=threads, weights=weights)
+    top = max(batches)
+    hidden, cb0 = inputs(cp.n_embd_in, cp.cb0_vocab, frames + top)
+    times = {b: [] for b in batches}
+    for b in batches:  # the graphs and KV caches of each size, made on first use
+        cp.predict_frames(hidden[:b], cb0[:b])
+    for r in range(rounds):
+        for b in batches[r % len(batches) :] + batches[: r % len(batches)]:
+            for f in range(frames):
+                t0 = time.perf_counter()
+                cp.predict_frames(hidden[f : f + b], cb0[f : f + b])
+                times[b].append(time.perf_counter() - t0)
+    cp.close()
+    return {b: 1000 * float(np.median(t)) for b, t in times.items()}
+
+
+def print_batches(mm, a):
+    for t in a.threads:
+        for w in a.weights:
+            ms = bench_batches(mm, w, t, a.frames, a.batch)
+            one = ms[a.batch[0]] / a.batch[0]
+            for b, m in ms.items():
+                print(
+                    f"threads {t}  {w:6s} batch {b:2d}: {m:8.2f} ms a call, {m / b:7.2f} ms a frame, "
+                    f"aggregate {one / (m / b):5.2f}x batch {a.batch[0]}'s frames per second",
+                    flush=True,
+                )
 
 
 def q8_0_bytes_per_frame(mmproj) -> int:
@@ -140,6 +178,7 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--weights", nargs="+", default=["f32", "f16", "q8_0", "q4_0"])
     ap.add_argument("--no-ref", action="store_true")
+    ap.add_argument("--batch", type=int, nargs="+", help="time predict_frames at these batch sizes instead")
     ap.add_argument("--ref-worker", metavar="CHECKPOINT")
     a = ap.parse_args()
     if a.ref_worker:
@@ -147,6 +186,9 @@ def main():
         return
     ck = checkpoint(a.preset)
     mm = stage_mmproj(ck, a.preset, "cp")
+    if a.batch:
+        print_batches(mm, a)
+        return []
     rows = []
     f32_codes = None
     from kazetts.stages.code_predictor import KERNELS

@@ -249,6 +249,56 @@ def test_q8_kernel_against_ggml_kernel(mmproj, kernel):
     assert exact_frames >= codes.shape[0] // 2
 
 
+BATCH_SAMPLINGS = [  # a frame each: greedy, and sampled from each kind of random source
+    {},
+    {"greedy": False, "seed": 11},
+    {"greedy": False, "temperature": 0.7, "top_k": 0, "top_p": 0.8, "rng": 5},
+    {"greedy": False, "temperature": 1.3, "top_k": 5, "native_rng": 3},
+]
+
+
+def _frame_sampling(spec):
+    """A fresh random source for one frame (the same draws each time it is made)."""
+    from kazetts import native
+
+    spec = dict(spec)
+    if "rng" in spec:
+        spec["rng"] = np.random.default_rng(spec["rng"])
+    if "native_rng" in spec:
+        spec["rng"] = native.Rng(spec.pop("native_rng"))
+    return spec
+
+
+@pytest.mark.parametrize(
+    "weights, kernels",
+    [("f32", "auto"), ("f16", "auto"), ("q8_0", "auto"), ("q8_0", "ggml"), ("q4_0", "auto")]
+    + [("q8_0", k) for k in KERNEL_FLAGS],
+)
+def test_batched_frames_equal_frames_alone(mmproj, weights, kernels):
+    """kz_cp_predict_frames: n frames in one pass over the weights (issue #30's batching) give
+    each frame the codes, embedding sum and logits it gets alone, bit for bit, for batch sizes
+    met in any order (the KV caches grow) and every kind of sampling; a frame alone after a
+    batch is unchanged (no state leaks between the requests' caches)."""
+    if kernels in KERNEL_FLAGS and not KERNEL_FLAGS[kernels] <= _cpu_flags():
+        pytest.skip(f"this CPU lacks {kernels}: kazetts' {kernels} Q8_0 kernel cannot run here")
+    _, arrays, key = _case("long_window")
+    cp = CodePredictor(mmproj(*key, "f32"), threads=2, weights=weights, kernels=kernels)
+    hidden, cb0 = arrays["talker_hidden"], arrays["codes"][:, 0]
+    alone = [
+        cp.predict(hidden[f], int(cb0[f]), return_logits=True, **_frame_sampling(BATCH_SAMPLINGS[f % 4]))
+        for f in range(6)
+    ]
+    for n, first in [(3, 0), (1, 5), (4, 2), (2, 1), (4, 0)]:
+        frames = range(first, first + n)
+        samplings = [_frame_sampling(BATCH_SAMPLINGS[f % 4]) for f in frames]
+        codes, emb, logits = cp.predict_frames(hidden[first : first + n], cb0[first : first + n], samplings, True)
+        for j, f in enumerate(frames):
+            for got, want in zip((codes[j], emb[j], logits[j]), alone[f]):
+                assert np.array_equal(got, want), (weights, kernels, n, f)
+    again = cp.predict(hidden[0], int(cb0[0]), return_logits=True)
+    assert all(np.array_equal(a, b) for a, b in zip(again, alone[0]))
+
+
 def test_f16_ffn_down_never_overflows(mmproj, tmp_path):
     """An F16 ffn_down whose input exceeds the F16 range: the loader keeps it in F32."""
     _, arrays, key = _case("cv_english_stream")
@@ -447,6 +497,13 @@ def test_bad_calls_are_errors(mmproj, monkeypatch):
         cp.predict(h, 5, greedy=False)
     with pytest.raises(NativeError, match="n_threads"):
         cp.set_threads(0)
+    for n in (0, 65):
+        with pytest.raises(NativeError, match=f"n_frames must be in 1..64, got {n}"):
+            cp.predict_frames(np.tile(h, (n, 1)), [5] * n)
+    with pytest.raises(ValueError, match="one entry per frame"):
+        cp.predict_frames(np.tile(h, (2, 1)), [5])
+    with pytest.raises(NativeError, match="cb0 3072 out of range"):
+        cp.predict_frames(np.tile(h, (2, 1)), [5, 3072])
     with pytest.raises(NativeError, match="out of range"):
         cp.embed_codes([0] + [2048] * 15)
     # the handle still works after errors

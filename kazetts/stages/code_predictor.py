@@ -54,9 +54,9 @@ _SIGNATURES = {
     "kz_cp_vocab": (ctypes.c_int32, [_P]),
     "kz_cp_cb0_vocab": (ctypes.c_int32, [_P]),
     "kz_cp_set_threads": (ctypes.c_int, [_P, ctypes.c_int32]),
-    "kz_cp_predict_frame": (
+    "kz_cp_predict_frames": (
         ctypes.c_int,
-        [_P, _c_float_p, ctypes.c_int32, ctypes.POINTER(_Sampling), _c_int32_p, _c_float_p, _c_float_p],
+        [_P, ctypes.c_int32, _c_float_p, _c_int32_p, ctypes.POINTER(_Sampling), _c_int32_p, _c_float_p, _c_float_p],
     ),
     "kz_cp_embed_codes": (ctypes.c_int, [_P, _c_int32_p, _c_float_p]),
     "kz_cp_last_error": (ctypes.c_char_p, [_P]),
@@ -121,40 +121,62 @@ class CodePredictor(native.NativeHandle):
         Sampling (greedy=False) needs ``rng`` (a numpy Generator: 15 uniforms drawn from it; a
         ``native.Rng``: the native code draws from its state) or ``seed`` (a fresh splitmix64
         stream)."""
+        sampling = dict(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, rng=rng, seed=seed)
+        out = self.predict_frames(np.reshape(hidden, (1, -1)), [cb0], [sampling], return_logits)
+        return tuple(a[0] for a in out)
+
+    def predict_frames(self, hidden, cb0, samplings=None, return_logits: bool = False):
+        """n frames in one pass over the weights (e.g. one per request of a batch): hidden
+        [n, n_embd_in], cb0 [n], samplings None (all greedy) or n dicts of ``predict``'s sampling
+        keywords (greedy, temperature, top_k, top_p, rng, seed) -> (codes [n, 15], embedding_sum
+        [n, n_embd_in][, logits [n, 15, vocab]]): each frame's, bit for bit, as ``predict`` alone."""
         if not self._handle:
             raise ValueError("the code predictor is closed")
-        hidden = np.ascontiguousarray(hidden, dtype=np.float32).reshape(-1)
-        if hidden.size != self.n_embd_in:
-            raise ValueError(f"hidden has {hidden.size} values; this model needs {self.n_embd_in}")
-        codes = np.zeros(self.n_codebooks, np.int32)
-        emb = np.zeros(self.n_embd_in, np.float32)
-        logits = np.zeros((self.n_codebooks, self.vocab), np.float32) if return_logits else None
-        s = _Sampling(int(bool(greedy)), float(temperature), int(top_k), float(top_p), None, None)
+        hidden = np.ascontiguousarray(hidden, dtype=np.float32)
+        n = len(hidden)
+        if hidden.ndim != 2 or hidden.shape[1] != self.n_embd_in:
+            raise ValueError(f"hidden has {hidden.shape[-1]} values a frame; this model needs {self.n_embd_in}")
+        cb0 = np.ascontiguousarray(cb0, dtype=np.int32).reshape(-1)
+        if cb0.size != n or (samplings is not None and len(samplings) != n):
+            raise ValueError("hidden, cb0 and samplings must have one entry per frame")
         keep = []
-        if not greedy:
-            if isinstance(rng, native.Rng):
-                s.rng_state = rng.pointer
-            elif rng is not None:
-                u = np.ascontiguousarray(rng.random(self.n_codebooks), dtype=np.float64)
-                keep.append(u)
-                s.uniforms = native.ptr(u, ctypes.c_double)
-            elif seed is not None:
-                state = ctypes.c_uint64(int(seed) & (2**64 - 1))
-                keep.append(state)
-                s.rng_state = ctypes.pointer(state)
-            else:
-                raise ValueError("sampling needs rng= (numpy Generator) or seed=")
-        status = self._lib.kz_cp_predict_frame(
+        table = (_Sampling * n)(*(self._sampling(keep, **(samplings[j] if samplings else {})) for j in range(n)))
+        codes = np.zeros((n, self.n_codebooks), np.int32)
+        emb = np.zeros((n, self.n_embd_in), np.float32)
+        logits = np.zeros((n, self.n_codebooks, self.vocab), np.float32) if return_logits else None
+        status = self._lib.kz_cp_predict_frames(
             self._handle,
+            n,
             native.ptr(hidden),
-            int(cb0),
-            ctypes.byref(s),
+            native.ptr(cb0, ctypes.c_int32),
+            table,
             native.ptr(codes, ctypes.c_int32),
             native.ptr(emb),
             native.ptr(logits),
         )
         self._check(status)
         return (codes, emb, logits) if return_logits else (codes, emb)
+
+    def _sampling(
+        self, keep, greedy=True, temperature=TEMPERATURE, top_k=TOP_K, top_p=TOP_P, rng=None, seed=None
+    ) -> _Sampling:
+        """One frame's sampling as the C struct; ``keep`` holds what its pointers point to."""
+        s = _Sampling(int(bool(greedy)), float(temperature), int(top_k), float(top_p), None, None)
+        if greedy:
+            return s
+        if isinstance(rng, native.Rng):
+            s.rng_state = rng.pointer
+        elif rng is not None:
+            u = np.ascontiguousarray(rng.random(self.n_codebooks), dtype=np.float64)
+            keep.append(u)
+            s.uniforms = native.ptr(u, ctypes.c_double)
+        elif seed is not None:
+            state = ctypes.c_uint64(int(seed) & (2**64 - 1))
+            keep.append(state)
+            s.rng_state = ctypes.pointer(state)
+        else:
+            raise ValueError("sampling needs rng= (numpy Generator) or seed=")
+        return s
 
     def embed_codes(self, codes16) -> np.ndarray:
         """codec_embedding[CB0] + sum_g table_g[CB_{g+1}] for 16 codes."""

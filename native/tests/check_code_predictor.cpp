@@ -32,6 +32,25 @@ struct Frame {
     std::vector<float> embedding, logits;
 };
 
+// n greedy frames in one batch (kz_cp_predict_frames): frame j from hidden[j * n_embd_in], cb0[j * cb0_stride]
+std::vector<Frame> predict_batch(kz_code_predictor *cp, int n, const float *hidden, const int32_t *cb0,
+                                 size_t cb0_stride) {
+    const size_t n_cb = size_t(kz_cp_n_codebooks(cp)), n_embd = size_t(kz_cp_n_embd_in(cp)),
+                 n_logits = n_cb * size_t(kz_cp_vocab(cp));
+    std::vector<int32_t> first((size_t)n), codes((size_t)n * n_cb);
+    std::vector<float> embedding((size_t)n * n_embd), logits((size_t)n * n_logits);
+    for (int j = 0; j < n; ++j) first[size_t(j)] = cb0[size_t(j) * cb0_stride];
+    if (kz_cp_predict_frames(cp, n, hidden, first.data(), nullptr, codes.data(), embedding.data(), logits.data()) !=
+        KZ_OK)
+        throw std::runtime_error(kz_cp_last_error(cp));
+    std::vector<Frame> frames;
+    for (size_t j = 0; j < size_t(n); ++j)
+        frames.push_back({std::vector<int32_t>(&codes[j * n_cb], &codes[(j + 1) * n_cb]),
+                          std::vector<float>(&embedding[j * n_embd], &embedding[(j + 1) * n_embd]),
+                          std::vector<float>(&logits[j * n_logits], &logits[(j + 1) * n_logits])});
+    return frames;
+}
+
 Frame predict(kz_code_predictor *cp, const float *hidden, int32_t cb0) {
     Frame f{std::vector<int32_t>(size_t(kz_cp_n_codebooks(cp))), std::vector<float>(size_t(kz_cp_n_embd_in(cp))),
             std::vector<float>(size_t(kz_cp_n_codebooks(cp)) * size_t(kz_cp_vocab(cp)))};
@@ -183,28 +202,45 @@ constexpr Kernel KERNELS[] = {{"avx2", KZ_CP_KERNELS_AVX2}, {"avx512-vnni", KZ_C
 // Greedy frames teacher-forced with the case's golden hidden states and CB0: a digest of the
 // codes' and logits' bytes (the same bits give the same digest), and the product nodes each
 // kazetts kernel computed meanwhile, as the kernels counted them.
+// The digest of the same frames also made in batches of 3, 2 and 4 frames (kz_cp_predict_frames,
+// issue #30), which must equal it: a frame's bits do not depend on the frames beside it.
 struct Outputs {
-    std::string digest;
+    std::string digest, batched_digest;
     int64_t frames = 0;
-    std::map<std::string, int64_t> runs;  // kernel name -> nodes computed
+    std::map<std::string, int64_t> runs;  // kernel name -> nodes computed (frames alone)
+};
+
+// FNV-1a (64 bits) of frames' codes and logits
+struct Digest {
+    uint64_t h = 1469598103934665603ull;
+    void add(const Frame &f) {
+        bytes(f.codes.data(), f.codes.size() * sizeof(int32_t));
+        bytes(f.logits.data(), f.logits.size() * sizeof(float));
+    }
+    void bytes(const void *data, size_t n) {
+        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t *>(data)[i]) * 1099511628211ull;
+    }
+    std::string hex() const { return fmt("%016llx", (unsigned long long)h); }
 };
 
 Outputs run_frames(kz_code_predictor *cp, const NpyArray &codes, const NpyArray &hidden) {
     const size_t n_embd = size_t(hidden.dim(1));
     std::map<std::string, int64_t> before;
     for (const Kernel &k : KERNELS) before[k.name] = kz_cp_kernel_runs(k.name);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
-    auto add = [&h](const void *data, size_t n) {
-        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t *>(data)[i]) * 1099511628211ull;
-    };
     Outputs o;
-    for (int64_t f = 0; f < codes.dim(0); ++f, ++o.frames) {
-        Frame got = predict(cp, &hidden.f32[size_t(f) * n_embd], codes.i32[size_t(f) * 16]);
-        add(got.codes.data(), got.codes.size() * sizeof(int32_t));
-        add(got.logits.data(), got.logits.size() * sizeof(float));
-    }
-    o.digest = fmt("%016llx", (unsigned long long)h);
+    Digest alone, batched;
+    for (int64_t f = 0; f < codes.dim(0); ++f, ++o.frames)
+        alone.add(predict(cp, &hidden.f32[size_t(f) * n_embd], codes.i32[size_t(f) * 16]));
     for (const Kernel &k : KERNELS) o.runs[k.name] = kz_cp_kernel_runs(k.name) - before[k.name];
+    static const int SIZES[] = {3, 2, 4};
+    for (int64_t f = 0, i = 0; f < codes.dim(0); ++i) {
+        const int n = int(std::min<int64_t>(SIZES[i % 3], codes.dim(0) - f));
+        for (const Frame &got : predict_batch(cp, n, &hidden.f32[size_t(f) * n_embd], &codes.i32[size_t(f) * 16], 16))
+            batched.add(got);
+        f += n;
+    }
+    o.digest = alone.hex();
+    o.batched_digest = batched.hex();
     return o;
 }
 
@@ -261,11 +297,14 @@ void check_code_predictor_kernels(const GoldenCase &c, Report &report) {
                         ran_on(o, want, per_frame.kazetts),
                     fmt("kernel %s (expected %s); %s; %s; ggml repacked: %s", kernel.c_str(), want.c_str(),
                         describe(per_frame).c_str(), describe_runs(o).c_str(), repacked.c_str()));
+        report.gate(name + label + " frames batched as alone", o.batched_digest == o.digest,
+                    fmt("digest of %lld frames alone %s, in batches of 3, 2 and 4 frames %s", (long long)o.frames,
+                        o.digest.c_str(), o.batched_digest.c_str()));
         std::printf("DIGEST %s%s: %s\n", name.c_str(), label, o.digest.c_str());
         if (q8.digest.empty()) q8 = o;
     }
     std::string forced;
-    bool same = true;
+    bool same = true, batched_same = true;  // (batched_same: forced kernels' frames batched as alone)
     for (const Kernel &k : KERNELS) {
         if (k.name == want) {  // the run above
             forced += fmt("%s%s: auto", forced.empty() ? "" : "; ", k.name);
@@ -287,10 +326,12 @@ void check_code_predictor_kernels(const GoldenCase &c, Report &report) {
         }
         const Outputs o = run_frames(cp.get(), codes, hidden);
         const bool ok = o.digest == q8.digest && ran_on(o, k.name, kz_cp_frame_products(cp.get()).kazetts);
+        batched_same = batched_same && o.batched_digest == o.digest;
         same = same && ok;
         forced +=
             fmt("%s%s %s%s", forced.empty() ? "" : "; ", k.name, o.digest.c_str(), ok || !ARM ? "" : " (differs)");
     }
+    report.gate(name + "q8_0 forced kernels' frames batched as alone", batched_same, forced);
     if (ARM)
         report.gate(name + "q8_0 kernels give the same bits", same,
                     fmt("digest of %lld frames' codes and logits: auto (%s) %s; forced: %s", (long long)q8.frames,

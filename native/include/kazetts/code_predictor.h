@@ -1,8 +1,8 @@
 /* kazetts code predictor (stage 2 of Qwen3-TTS 12 Hz): CB0 + talker hidden -> CB1..CB15.
  *
  * Loaded from the mmproj GGUF (tensors a.gen.code.*, hparams kazetts.code.*). One handle owns
- * its weights, its 16-position KV cache, its per-step graphs (built once at load and replayed
- * every frame) and its thread pool; handles share nothing, so two can be used at once from
+ * its weights, a 16-position KV cache per frame of a batch, its per-step graphs (built once per
+ * batch size and replayed every frame) and its thread pool; handles share nothing, so two can be used at once from
  * two threads. A single handle is not thread-safe.
  *
  * Conventions: see kazetts/common.h (kz_status codes, errors of loaders into a caller buffer,
@@ -104,6 +104,21 @@ KZ_API int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads);
 KZ_API int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0,
                                const kz_cp_sampling *sampling, int32_t *codes_out, float *embedding_sum_out,
                                float *logits_out);
+
+/* n_frames frames at once, e.g. one per request of a batch. Frame j reads talker_hidden
+ * [j * n_embd_in ...], cb0[j] and sampling[j] (sampling NULL: every frame greedy; each frame its
+ * own rng_state or uniforms) and writes codes_out[j * n_codebooks ...], embedding_sum_out
+ * [j * n_embd_in ...] and logits_out[j * n_codebooks * vocab ...] (both optional). Each frame
+ * has its own KV cache and gets the bits kz_cp_predict_frame gives it alone. On kazetts' Q8_0
+ * kernels each step is one pass over the weights for all the frames (the stage reads ~84 MB of
+ * Q8_0 weights a step at 0.6b, whatever the number of frames); with ggml's kernels (other
+ * weight types) each frame's products run one after the other, as ggml does not give a column
+ * the same bits alone and among others. The KV caches and graphs of a batch size are made on its
+ * first call. n_frames: 1..KZ_CP_MAX_FRAMES. */
+#define KZ_CP_MAX_FRAMES 64
+KZ_API int kz_cp_predict_frames(kz_code_predictor *cp, int32_t n_frames, const float *talker_hidden, const int32_t *cb0,
+                                const kz_cp_sampling *sampling, int32_t *codes_out, float *embedding_sum_out,
+                                float *logits_out);
 
 /* The summed embedding of 16 codes [CB0..CB15] without running the model (what
  * kz_cp_predict_frame writes to embedding_sum_out). */

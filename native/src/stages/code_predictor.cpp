@@ -56,19 +56,29 @@ struct Fused {
 struct Layer {
     ggml_tensor *ln1 = nullptr, *q_norm = nullptr, *k_norm = nullptr, *wo = nullptr, *ln2 = nullptr, *down = nullptr;
     Fused qkv, gate_up;
-    ggml_tensor *k_cache = nullptr, *v_cache = nullptr;  // [head_dim, n_head_kv, n_ctx] F32
+    ggml_tensor *k_cache = nullptr, *v_cache = nullptr;  // [head_dim, n_head_kv, n_ctx, batch capacity] F32
 };
 
+// One step's graph for a batch of `batch` requests (frames): their n_tok inputs each, request-major.
 struct Step {
     ggml_context *ctx = nullptr;
     ggml_cgraph *graph = nullptr;
     ggml_gallocr_t galloc = nullptr;
-    ggml_tensor *inp = nullptr;     // [n_embd_in, n_tok] F32
-    ggml_tensor *pos = nullptr;     // [n_tok] I32
-    ggml_tensor *logits = nullptr;  // [vocab] F32
+    ggml_tensor *inp = nullptr;     // [n_embd_in, n_tok * batch] F32
+    ggml_tensor *pos = nullptr;     // [n_tok] I32 (the same positions for every request)
+    ggml_tensor *logits = nullptr;  // [vocab, batch] F32
     ggml_cplan plan{};
     int n_tok = 0;
     int pos0 = 0;
+    int batch = 0;
+
+    Step() = default;
+    Step(const Step &) = delete;
+    Step &operator=(const Step &) = delete;
+    ~Step() {
+        if (galloc) ggml_gallocr_free(galloc);
+        if (ctx) ggml_free(ctx);
+    }
 };
 
 // A row table read from the file a row at a time, when a row is needed (embedding tables are
@@ -104,14 +114,18 @@ struct kz_code_predictor {
     std::string kernel_name = "ggml";        // the kernel the quantized products run on
     kz_cp_products frame_products{};         // one frame's products by kernel (kz_cp_frame_products)
 
-    ggml_context *wctx = nullptr, *rctx = nullptr;  // plain weights + KV cache; repacked matrices
+    ggml_context *wctx = nullptr, *rctx = nullptr;  // plain weights; repacked matrices
     ggml_backend_buffer_t wbuf = nullptr, rbuf = nullptr;
+    ggml_context *kvctx = nullptr;  // the KV caches, one per request of a batch (grown on demand)
+    ggml_backend_buffer_t kvbuf = nullptr;
+    int batch_capacity = 0;
     std::vector<Layer> layers;
     ggml_tensor *head = nullptr, *output_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr;
     std::unique_ptr<kz::GgufFile> file;  // the mmproj, open for the embedding tables' rows
     FileTable embd, out_embd;
 
-    std::vector<Step> steps;
+    // graphs[b - 1]: the n_cb steps' graphs for a batch of b frames (built when first needed)
+    std::vector<std::vector<std::unique_ptr<Step>>> graphs;
     ggml_threadpool *pool = nullptr;
     int n_threads = 1;
     std::vector<uint8_t> work;
@@ -120,15 +134,14 @@ struct kz_code_predictor {
     std::string last_error;
 
     ~kz_code_predictor() {
-        for (auto &s : steps) {
-            if (s.galloc) ggml_gallocr_free(s.galloc);
-            if (s.ctx) ggml_free(s.ctx);
-        }
+        graphs.clear();
         if (pool) ggml_threadpool_free(pool);
         if (wbuf) ggml_backend_buffer_free(wbuf);
         if (rbuf) ggml_backend_buffer_free(rbuf);
+        if (kvbuf) ggml_backend_buffer_free(kvbuf);
         if (wctx) ggml_free(wctx);
         if (rctx) ggml_free(rctx);
+        if (kvctx) ggml_free(kvctx);
     }
 };
 
@@ -396,7 +409,7 @@ class Loader {
     }
 
     void create() {
-        const size_t n_tensors = 8 + 13 * (size_t)m_.n_layer;
+        const size_t n_tensors = 8 + 11 * (size_t)m_.n_layer;
         ggml_init_params ip{ggml_tensor_overhead() * n_tensors, nullptr, true};
         m_.wctx = ggml_init(ip);
         m_.rctx = ggml_init(ip);
@@ -420,8 +433,6 @@ class Loader {
             L.ln2 = add(b + "ln2.weight", false);
             L.gate_up = add_fused(b + "ffn_gate_up", {b + "ffn_gate.weight", b + "ffn_up.weight"});
             L.down = add(b + "ffn_down.weight", true, true);
-            L.k_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
-            L.v_cache = ggml_new_tensor_3d(m_.wctx, GGML_TYPE_F32, m_.head_dim, m_.n_head_kv, m_.n_ctx);
         }
         m_.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(m_.wctx, ggml_backend_cpu_buffer_type());
         if (!m_.wbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the code predictor weights");
@@ -515,41 +526,59 @@ class Loader {
 // graphs
 // ------------------------------------------------------------------------------------------
 
-// graph nodes (and tensors) of one step: ~50 per layer, a few dozen outside them
-int graph_size(int n_layer) { return 1024 + 64 * n_layer; }
+// graph nodes (and tensors) of one step: ~50 per layer, a few dozen outside them, and ~21 per
+// layer and request when ggml computes the products (ggml_product: a product, a view and a
+// concatenation per request and matrix)
+int graph_size(int n_layer, int batch) { return 1024 + (64 + 24 * batch) * n_layer; }
 
 // ggml_rms_norm(x) * weight, as ggml nodes
 ggml_tensor *rms_norm(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *x, ggml_tensor *weight) {
     return ggml_mul(ctx, ggml_rms_norm(ctx, x, m.eps), weight);
 }
 
+// w x by ggml, x holding `batch` requests' columns: each request's alone. ggml multiplies one
+// column (a dot product a row) and several (llamafile's tiles) in different float orders, so a
+// product of all the columns would not give a request the bits of its frame alone; only
+// kazetts' Q8_0 kernels, which compute every column on its own, serve a batch in one pass.
+ggml_tensor *ggml_product(ggml_context *ctx, ggml_tensor *w, ggml_tensor *x, int batch) {
+    if (batch == 1) return ggml_mul_mat(ctx, w, x);
+    const int64_t cols = x->ne[1] / batch;
+    ggml_tensor *y = nullptr;
+    for (int j = 0; j < batch; j++) {
+        ggml_tensor *part =
+            ggml_mul_mat(ctx, w, ggml_view_2d(ctx, x, x->ne[0], cols, x->nb[1], (size_t)j * cols * x->nb[1]));
+        y = y ? ggml_concat(ctx, y, part, 1) : part;
+    }
+    return y;
+}
+
 // residual + w x (residual optional), by kazetts' Q8_0 kernel when w is packed for it (I8: one
 // node with the sum), else by ggml
-ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x,
+ggml_tensor *mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x, int batch,
                      ggml_tensor *residual = nullptr) {
     if (w->type == GGML_TYPE_I8) return kz::q8::mul_mat(ctx, w, x, m.q8_isa, {residual, nullptr, 0.0f});
-    ggml_tensor *y = ggml_mul_mat(ctx, w, x);
+    ggml_tensor *y = ggml_product(ctx, w, x, batch);
     return residual ? ggml_add(ctx, residual, y) : y;
 }
 
 // w rms_norm(x, norm_w): one node when w is packed for kazetts' kernel
-ggml_tensor *normed_mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x,
+ggml_tensor *normed_mul_mat(const kz_code_predictor &m, ggml_context *ctx, ggml_tensor *w, ggml_tensor *x, int batch,
                             ggml_tensor *norm_w) {
     if (w->type == GGML_TYPE_I8) return kz::q8::mul_mat(ctx, w, x, m.q8_isa, {nullptr, norm_w, m.eps});
-    return ggml_mul_mat(ctx, w, rms_norm(m, ctx, x, norm_w));
+    return ggml_product(ctx, w, rms_norm(m, ctx, x, norm_w), batch);
 }
 
-// The products of each part of `f` with rms_norm(x, norm_w) (x [ne0, n_tok]): views into one
-// product when stacked.
+// The products of each part of `f` with rms_norm(x, norm_w) (x [ne0, n_tok * batch]): views into
+// one product when stacked.
 std::vector<ggml_tensor *> fused_mul_mat(const kz_code_predictor &m, ggml_context *ctx, const Fused &f, ggml_tensor *x,
-                                         ggml_tensor *norm_w) {
+                                         int batch, ggml_tensor *norm_w) {
     std::vector<ggml_tensor *> out;
     if (f.w.size() > 1) {
         ggml_tensor *h = rms_norm(m, ctx, x, norm_w);
-        for (ggml_tensor *w : f.w) out.push_back(mul_mat(m, ctx, w, h));
+        for (ggml_tensor *w : f.w) out.push_back(mul_mat(m, ctx, w, h, batch));
         return out;
     }
-    ggml_tensor *y = normed_mul_mat(m, ctx, f.w[0], x, norm_w);
+    ggml_tensor *y = normed_mul_mat(m, ctx, f.w[0], x, batch, norm_w);
     size_t offset = 0;
     for (int64_t r : f.rows) {
         out.push_back(ggml_view_2d(ctx, y, r, y->ne[1], y->nb[1], offset));
@@ -558,39 +587,52 @@ std::vector<ggml_tensor *> fused_mul_mat(const kz_code_predictor &m, ggml_contex
     return out;
 }
 
-// [n_heads * hd, n_tok] (possibly a view with a row stride) as [hd, n_heads, n_tok]
-ggml_tensor *heads(ggml_context *ctx, ggml_tensor *t, int hd) {
-    return ggml_view_3d(ctx, t, hd, t->ne[0] / hd, t->ne[1], (size_t)hd * t->nb[0], t->nb[1],
-                        0);  // offset relative to t
+// [n_heads * hd, n_tok * batch] (possibly a view with a row stride) as [hd, n_heads, n_tok, batch]
+ggml_tensor *heads(ggml_context *ctx, ggml_tensor *t, int hd, int n_tok) {
+    return ggml_view_4d(ctx, t, hd, t->ne[0] / hd, n_tok, t->ne[1] / n_tok, (size_t)hd * t->nb[0], t->nb[1],
+                        (size_t)n_tok * t->nb[1], 0);  // offset relative to t
 }
 
-void build_step(kz_code_predictor &m, Step &st, int s) {
+// Positions [pos0, pos0 + n) of the KV cache `cache` for the first `batch` requests:
+// [hd, n_head_kv, n, batch].
+ggml_tensor *cache_view(ggml_context *ctx, ggml_tensor *cache, int pos0, int n, int batch) {
+    return ggml_view_4d(ctx, cache, cache->ne[0], cache->ne[1], n, batch, cache->nb[1], cache->nb[2], cache->nb[3],
+                        (size_t)pos0 * cache->nb[2]);
+}
+
+// Step s for a batch of `batch` frames. Every request's columns go through the same products
+// (one pass over the weights for all) and its own attention over its own KV cache (a slice of
+// the batch dimension, broadcast by ggml_mul_mat): each column's values are those of its frame
+// alone.
+void build_step(kz_code_predictor &m, Step &st, int s, int batch) {
     st.n_tok = s == 0 ? 2 : 1;
     st.pos0 = s == 0 ? 0 : s + 1;
+    st.batch = batch;
     const int n_tok = st.n_tok, pos0 = st.pos0, n_kv = pos0 + n_tok;
     const int hd = m.head_dim;
-    const int n_graph = graph_size(m.n_layer);
+    const int n_graph = graph_size(m.n_layer, batch);
     ggml_init_params ip{ggml_tensor_overhead() * n_graph + ggml_graph_overhead_custom(n_graph, false), nullptr, true};
     st.ctx = ggml_init(ip);
     if (!st.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
     ggml_context *ctx = st.ctx;
     ggml_cgraph *gf = ggml_new_graph_custom(ctx, n_graph, false);
 
-    st.inp = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, m.n_embd_in, n_tok);
+    st.inp = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, m.n_embd_in, n_tok * batch);
     ggml_set_input(st.inp);
     st.pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tok);
     ggml_set_input(st.pos);
 
     ggml_tensor *x = st.inp;
     if (m.proj_w) {
-        x = mul_mat(m, ctx, m.proj_w, x);
+        x = mul_mat(m, ctx, m.proj_w, x, batch);
         if (m.proj_b) x = ggml_add(ctx, x, m.proj_b);
     }
     const float kq_scale = 1.0f / std::sqrt((float)hd);
     for (int il = 0; il < m.n_layer; il++) {
         const Layer &L = m.layers[il];
-        std::vector<ggml_tensor *> qkv = fused_mul_mat(m, ctx, L.qkv, x, L.ln1);
-        ggml_tensor *q = heads(ctx, qkv[0], hd), *k = heads(ctx, qkv[1], hd), *v = heads(ctx, qkv[2], hd);
+        std::vector<ggml_tensor *> qkv = fused_mul_mat(m, ctx, L.qkv, x, batch, L.ln1);
+        ggml_tensor *q = heads(ctx, qkv[0], hd, n_tok), *k = heads(ctx, qkv[1], hd, n_tok);
+        ggml_tensor *v = heads(ctx, qkv[2], hd, n_tok);
         q = rms_norm(m, ctx, q, L.q_norm);
         k = rms_norm(m, ctx, k, L.k_norm);
         q = ggml_rope_ext(ctx, q, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f,
@@ -598,19 +640,15 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         k = ggml_rope_ext(ctx, k, st.pos, nullptr, hd, GGML_ROPE_TYPE_NEOX, 0, m.rope_theta, 1.0f, 0.0f, 1.0f, 0.0f,
                           0.0f);
 
-        // write this step's K/V at positions pos0 .. pos0+n_tok-1
-        ggml_tensor *kdst = ggml_view_3d(ctx, L.k_cache, hd, m.n_head_kv, n_tok, L.k_cache->nb[1], L.k_cache->nb[2],
-                                         (size_t)pos0 * L.k_cache->nb[2]);
-        ggml_tensor *vdst = ggml_view_3d(ctx, L.v_cache, hd, m.n_head_kv, n_tok, L.v_cache->nb[1], L.v_cache->nb[2],
-                                         (size_t)pos0 * L.v_cache->nb[2]);
-        ggml_build_forward_expand(gf, ggml_cpy(ctx, k, kdst));
-        ggml_build_forward_expand(gf, ggml_cpy(ctx, v, vdst));
+        // write this step's K/V at positions pos0 .. pos0+n_tok-1 of each request's cache
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, k, cache_view(ctx, L.k_cache, pos0, n_tok, batch)));
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, v, cache_view(ctx, L.v_cache, pos0, n_tok, batch)));
 
-        ggml_tensor *K = ggml_view_3d(ctx, L.k_cache, hd, m.n_head_kv, n_kv, L.k_cache->nb[1], L.k_cache->nb[2], 0);
-        ggml_tensor *V = ggml_view_3d(ctx, L.v_cache, hd, m.n_head_kv, n_kv, L.v_cache->nb[1], L.v_cache->nb[2], 0);
-        K = ggml_permute(ctx, K, 0, 2, 1, 3);               // [hd, n_kv, n_head_kv]
-        ggml_tensor *Q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tok, n_head]
-        ggml_tensor *kq = ggml_mul_mat(ctx, K, Q);          // [n_kv, n_tok, n_head]
+        ggml_tensor *K =
+            ggml_permute(ctx, cache_view(ctx, L.k_cache, 0, n_kv, batch), 0, 2, 1, 3);  // [hd, n_kv, n_head_kv, b]
+        ggml_tensor *V = cache_view(ctx, L.v_cache, 0, n_kv, batch);
+        ggml_tensor *Q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tok, n_head, b]
+        ggml_tensor *kq = ggml_mul_mat(ctx, K, Q);          // [n_kv, n_tok, n_head, b]
         if (n_tok > 1) {
             kq = ggml_scale(ctx, kq, kq_scale);
             kq = ggml_diag_mask_inf(ctx, kq, pos0);
@@ -618,18 +656,19 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
         } else {
             kq = ggml_soft_max_ext(ctx, kq, nullptr, kq_scale, 0.0f);
         }
-        ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
-        ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head]
-        ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok);
-        x = mul_mat(m, ctx, L.wo, o, x);
+        ggml_tensor *Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv, b]
+        ggml_tensor *kqv = ggml_mul_mat(ctx, Vt, kq);                        // [hd, n_tok, n_head, b]
+        ggml_tensor *o = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), hd * m.n_head, n_tok * batch);
+        x = mul_mat(m, ctx, L.wo, o, batch, x);
 
-        std::vector<ggml_tensor *> gate_up = fused_mul_mat(m, ctx, L.gate_up, x, L.ln2);
-        x = mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1]), x);
+        std::vector<ggml_tensor *> gate_up = fused_mul_mat(m, ctx, L.gate_up, x, batch, L.ln2);
+        x = mul_mat(m, ctx, L.down, ggml_swiglu_split(ctx, gate_up[0], gate_up[1]), batch, x);
     }
-    if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, 1, x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
+    // each request's last position
+    if (n_tok > 1) x = ggml_view_2d(ctx, x, m.n_embd, batch, (size_t)n_tok * x->nb[1], (size_t)(n_tok - 1) * x->nb[1]);
     ggml_tensor *head =
         ggml_view_2d(ctx, m.head, m.head->ne[0], m.head->ne[1], m.head->nb[1], (size_t)s * m.head->nb[2]);
-    st.logits = normed_mul_mat(m, ctx, head, x, m.output_norm);
+    st.logits = normed_mul_mat(m, ctx, head, x, batch, m.output_norm);
     ggml_set_output(st.logits);
     ggml_build_forward_expand(gf, st.logits);
     st.graph = gf;
@@ -637,6 +676,54 @@ void build_step(kz_code_predictor &m, Step &st, int s) {
     st.galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     if (!st.galloc || !ggml_gallocr_alloc_graph(st.galloc, gf))
         throw Error(KZ_ERR_NO_MEMORY, "cannot allocate a code predictor graph");
+}
+
+// Plans every built graph for the handle's threads, sharing one work buffer.
+void plan_graphs(kz_code_predictor &m) {
+    size_t work = 0;
+    for (auto &steps : m.graphs)
+        for (auto &st : steps) {
+            st->plan = ggml_graph_plan(st->graph, m.n_threads, m.pool);
+            work = std::max(work, st->plan.work_size);
+        }
+    m.work.assign(work + 64, 0);
+    for (auto &steps : m.graphs)
+        for (auto &st : steps) st->plan.work_data = st->plan.work_size ? m.work.data() : nullptr;
+}
+
+// KV caches for `capacity` requests at once. Graphs view them, so they are dropped with them.
+void make_kv_caches(kz_code_predictor &m, int capacity) {
+    m.graphs.clear();
+    if (m.kvbuf) ggml_backend_buffer_free(m.kvbuf);
+    if (m.kvctx) ggml_free(m.kvctx);
+    m.kvbuf = nullptr;
+    m.batch_capacity = 0;
+    ggml_init_params ip{ggml_tensor_overhead() * 2 * (size_t)m.n_layer, nullptr, true};
+    m.kvctx = ggml_init(ip);
+    if (!m.kvctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
+    for (Layer &L : m.layers) {
+        L.k_cache = ggml_new_tensor_4d(m.kvctx, GGML_TYPE_F32, m.head_dim, m.n_head_kv, m.n_ctx, capacity);
+        L.v_cache = ggml_new_tensor_4d(m.kvctx, GGML_TYPE_F32, m.head_dim, m.n_head_kv, m.n_ctx, capacity);
+    }
+    m.kvbuf = ggml_backend_alloc_ctx_tensors_from_buft(m.kvctx, ggml_backend_cpu_buffer_type());
+    if (!m.kvbuf) throw Error(KZ_ERR_NO_MEMORY, "cannot allocate the code predictor KV caches");
+    ggml_backend_buffer_clear(m.kvbuf, 0);
+    m.batch_capacity = capacity;
+}
+
+// The steps' graphs for a batch of `batch` frames, built (and KV caches grown) when first asked.
+std::vector<std::unique_ptr<Step>> &batch_graphs(kz_code_predictor &m, int batch) {
+    if (batch > m.batch_capacity) make_kv_caches(m, batch);
+    if ((int)m.graphs.size() < batch) m.graphs.resize(batch);
+    std::vector<std::unique_ptr<Step>> &steps = m.graphs[batch - 1];
+    if (steps.empty()) {
+        for (int s = 0; s < m.n_cb; s++) {
+            steps.emplace_back(new Step());
+            build_step(m, *steps.back(), s, batch);
+        }
+        if (m.pool) plan_graphs(m);
+    }
+    return steps;
 }
 
 void set_threads(kz_code_predictor &m, int n) {
@@ -651,13 +738,7 @@ void set_threads(kz_code_predictor &m, int n) {
     m.pool = ggml_threadpool_new(&tp);
     if (!m.pool) throw Error(KZ_ERR_NO_MEMORY, "cannot create a thread pool");
     m.n_threads = n;
-    size_t work = 0;
-    for (auto &st : m.steps) {
-        st.plan = ggml_graph_plan(st.graph, n, m.pool);
-        work = std::max(work, st.plan.work_size);
-    }
-    m.work.assign(work + 64, 0);
-    for (auto &st : m.steps) st.plan.work_data = st.plan.work_size ? m.work.data() : nullptr;
+    plan_graphs(m);
 }
 
 void compute(kz_code_predictor &m, Step &st) {
@@ -668,58 +749,80 @@ void compute(kz_code_predictor &m, Step &st) {
         throw Error(KZ_ERR_COMPUTE, std::string("ggml_graph_compute failed: ") + ggml_status_to_string(s));
 }
 
-void predict(kz_code_predictor &m, const float *hidden, int32_t cb0, const kz_cp_sampling *smp, int32_t *codes,
-             float *emb_sum, float *logits_out) {
-    if (!hidden || !codes) throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_hidden and codes_out must not be NULL");
-    if (cb0 < 0 || cb0 >= m.cb0_vocab)
-        throw Error(KZ_ERR_INVALID_ARGUMENT,
-                    "cb0 " + std::to_string(cb0) + " out of range 0.." + std::to_string(m.cb0_vocab - 1));
-    kz_cp_sampling greedy_cfg = kz_cp_default_sampling();
-    greedy_cfg.greedy = 1;
-    const kz_cp_sampling &cfg = smp ? *smp : greedy_cfg;
+// The sampling of a frame (NULL: greedy), checked.
+kz_cp_sampling frame_sampling(const kz_cp_sampling *smp) {
+    kz_cp_sampling cfg = kz_cp_default_sampling();
+    cfg.greedy = 1;
+    if (smp) cfg = *smp;
     if (!cfg.greedy) {
         if (!(cfg.temperature > 0.0f)) throw Error(KZ_ERR_INVALID_ARGUMENT, "temperature must be > 0 when sampling");
         if (!cfg.uniforms && !cfg.rng_state)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "sampling needs uniforms or an rng_state");
         if (cfg.top_k < 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "top_k must be >= 0");
     }
+    return cfg;
+}
+
+// n frames in one pass: frame j from hidden[j * n_embd_in], cb0[j], sampling[j] (sampling NULL:
+// all greedy); its outputs at codes[j * n_cb], emb_sum[j * n_embd_in], logits_out[j * n_cb * vocab].
+void predict(kz_code_predictor &m, int n, const float *hidden, const int32_t *cb0, const kz_cp_sampling *sampling,
+             int32_t *codes, float *emb_sum, float *logits_out) {
+    if (n < 1 || n > KZ_CP_MAX_FRAMES)
+        throw Error(KZ_ERR_INVALID_ARGUMENT,
+                    "n_frames must be in 1.." + std::to_string(KZ_CP_MAX_FRAMES) + ", got " + std::to_string(n));
+    if (!hidden || !cb0 || !codes)
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_hidden, cb0 and codes_out must not be NULL");
+    std::vector<kz_cp_sampling> cfg;
+    for (int j = 0; j < n; j++) {
+        if (cb0[j] < 0 || cb0[j] >= m.cb0_vocab)
+            throw Error(KZ_ERR_INVALID_ARGUMENT,
+                        "cb0 " + std::to_string(cb0[j]) + " out of range 0.." + std::to_string(m.cb0_vocab - 1));
+        cfg.push_back(frame_sampling(sampling ? &sampling[j] : nullptr));
+    }
+    std::vector<std::unique_ptr<Step>> &steps = batch_graphs(m, n);
     const int E = m.n_embd_in;
-    m.sum_buf.resize(E);
+    m.sum_buf.resize((size_t)n * E);
     m.row_buf.resize(E);
 
-    Step &s0 = m.steps[0];
-    float *in0 = (float *)s0.inp->data;
-    std::memcpy(in0, hidden, (size_t)E * sizeof(float));
-    m.out_embd.row(cb0, in0 + E);
-    std::memcpy(m.sum_buf.data(), in0 + E, (size_t)E * sizeof(float));
+    float *in0 = (float *)steps[0]->inp->data;  // per frame: its hidden state, then codec_embedding[cb0]
+    for (int j = 0; j < n; j++) {
+        float *col = in0 + (size_t)2 * j * E;
+        std::memcpy(col, hidden + (size_t)j * E, (size_t)E * sizeof(float));
+        m.out_embd.row(cb0[j], col + E);
+        std::memcpy(&m.sum_buf[(size_t)j * E], col + E, (size_t)E * sizeof(float));
+    }
 
     kz::cp::Scratch scratch;
     for (int s = 0; s < m.n_cb; s++) {
-        Step &st = m.steps[s];
+        Step &st = *steps[s];
         compute(m, st);
-        const float *lg = (const float *)st.logits->data;
-        if (logits_out) std::memcpy(logits_out + (size_t)s * m.vocab, lg, (size_t)m.vocab * sizeof(float));
-        int code;
-        if (cfg.greedy) {
-            code = kz::cp::argmax(lg, m.vocab);
-        } else {
-            double u = cfg.uniforms ? cfg.uniforms[s] : kz::cp::splitmix_uniform(cfg.rng_state);
-            code = kz::cp::sample(lg, m.vocab, cfg.temperature, cfg.top_k, cfg.top_p, u, scratch);
+        for (int j = 0; j < n; j++) {
+            const float *lg = (const float *)st.logits->data + (size_t)j * m.vocab;
+            if (logits_out)
+                std::memcpy(logits_out + ((size_t)j * m.n_cb + s) * m.vocab, lg, (size_t)m.vocab * sizeof(float));
+            int code;
+            if (cfg[j].greedy) {
+                code = kz::cp::argmax(lg, m.vocab);
+            } else {
+                double u = cfg[j].uniforms ? cfg[j].uniforms[s] : kz::cp::splitmix_uniform(cfg[j].rng_state);
+                code = kz::cp::sample(lg, m.vocab, cfg[j].temperature, cfg[j].top_k, cfg[j].top_p, u, scratch);
+            }
+            codes[(size_t)j * m.n_cb + s] = code;
+            float *row = s + 1 < m.n_cb ? (float *)steps[s + 1]->inp->data + (size_t)j * E : m.row_buf.data();
+            m.embd.row((int64_t)s * m.vocab + code, row);
+            float *sum = &m.sum_buf[(size_t)j * E];
+            for (int i = 0; i < E; i++) sum[i] += row[i];
         }
-        codes[s] = code;
-        float *row = s + 1 < m.n_cb ? (float *)m.steps[s + 1].inp->data : m.row_buf.data();
-        m.embd.row((int64_t)s * m.vocab + code, row);
-        for (int i = 0; i < E; i++) m.sum_buf[i] += row[i];
     }
-    if (emb_sum) std::memcpy(emb_sum, m.sum_buf.data(), (size_t)E * sizeof(float));
+    if (emb_sum) std::memcpy(emb_sum, m.sum_buf.data(), (size_t)n * E * sizeof(float));
 }
 
 // One frame's matrix products (every step's graph) by the kernel that computes them.
 kz_cp_products count_products(const kz_code_predictor &m) {
     kz_cp_products n{};
-    for (const Step &st : m.steps)
-        for (int i = 0; i < ggml_graph_n_nodes(st.graph); i++) {
-            const ggml_tensor *node = ggml_graph_node(st.graph, i);
+    for (const auto &st : m.graphs[0])
+        for (int i = 0; i < ggml_graph_n_nodes(st->graph); i++) {
+            const ggml_tensor *node = ggml_graph_node(st->graph, i);
             if (kz::q8::product_isa(node) != kz::q8::Isa::none)
                 n.kazetts++;
             else if (node->op == GGML_OP_MUL_MAT)
@@ -787,8 +890,7 @@ int kz_cp_load(const char *path, const kz_cp_params *params, kz_code_predictor *
         m->file.reset(new GgufFile(path));
         m->q8_isa = q8_kernel(p.kernels);
         Loader(*m, *m->file, p.weight_type).run();
-        m->steps.resize(m->n_cb);
-        for (int s = 0; s < m->n_cb; s++) build_step(*m, m->steps[s], s);
+        batch_graphs(*m, 1);
         m->frame_products = count_products(*m);
         set_threads(*m, p.n_threads);
         kz::release_free_heap();  // the load's staging
@@ -811,7 +913,14 @@ int kz_cp_set_threads(kz_code_predictor *cp, int32_t n_threads) {
 int kz_cp_predict_frame(kz_code_predictor *cp, const float *talker_hidden, int32_t cb0, const kz_cp_sampling *sampling,
                         int32_t *codes_out, float *embedding_sum_out, float *logits_out) {
     return kz::call_handle(
-        cp, [&] { predict(*cp, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
+        cp, [&] { predict(*cp, 1, talker_hidden, &cb0, sampling, codes_out, embedding_sum_out, logits_out); });
+}
+
+int kz_cp_predict_frames(kz_code_predictor *cp, int32_t n_frames, const float *talker_hidden, const int32_t *cb0,
+                         const kz_cp_sampling *sampling, int32_t *codes_out, float *embedding_sum_out,
+                         float *logits_out) {
+    return kz::call_handle(
+        cp, [&] { predict(*cp, n_frames, talker_hidden, cb0, sampling, codes_out, embedding_sum_out, logits_out); });
 }
 
 int kz_cp_embed_codes(kz_code_predictor *cp, const int32_t *codes16, float *out) {
