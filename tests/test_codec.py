@@ -98,6 +98,60 @@ def test_stream_equals_full_any_chunking(decoder, seed):
         assert diff <= GATES["same_model_max_abs"]
 
 
+def test_streams_of_one_decoder_are_independent(codec_gguf):
+    """Streams of their own on one decoder (kz_codec_stream, one per request said at once, #30):
+    interleaved pushes, and pushes from three threads at once, give each stream the bits the
+    decoder's own stream gives its codes alone; a reset stream starts anew; errors stay on their
+    stream, which still works."""
+    import threading
+
+    from kazetts.native import NativeError
+    from kazetts.stages.codec import CodecDecoder
+
+    dec = CodecDecoder(codec_gguf(), threads=2, weights="f16")
+    codes = [_random_codes(23, 30 + i) for i in range(3)]
+    sizes = [[1, 4, 4], [3], [2, 7]]
+    alone = [_stream(dec, c, s) for c, s in zip(codes, sizes)]
+
+    def chunks(i):
+        out, at, k = [], 0, 0
+        while at < len(codes[i]):
+            n = sizes[i][k % len(sizes[i])]
+            out.append(codes[i][at : at + n])
+            at, k = at + n, k + 1
+        return out
+
+    streams = [dec.new_stream() for _ in codes]
+    got = [[] for _ in codes]
+    todo = [chunks(i) for i in range(3)]
+    while any(todo):  # interleaved, one chunk of each stream in turn
+        for i, t in enumerate(todo):
+            if t:
+                got[i].append(streams[i].stream(t.pop(0)))
+    for i in range(3):
+        assert np.array_equal(np.concatenate(got[i]), alone[i]), i
+
+    results = [None] * 3
+
+    def run(i):
+        streams[i].reset()
+        results[i] = np.concatenate([streams[i].stream(c) for c in chunks(i)])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(3):
+        assert np.array_equal(results[i], alone[i]), i
+
+    streams[0].reset()
+    with pytest.raises(NativeError, match="expected 16 codebooks"):
+        streams[0].stream(codes[0][:2, :8])
+    again = np.concatenate([streams[0].stream(c) for c in chunks(0)[:2]])  # (the same chunks as alone)
+    assert np.array_equal(again, alone[0][: 5 * dec.samples_per_frame])
+
+
 def test_stream_equals_full_f16(codec_gguf):
     from kazetts.stages.codec import CodecDecoder
 

@@ -4,6 +4,7 @@ dec = CodecDecoder("model-mmproj.gguf", threads=2, weights="f32")
 wav = dec.decode(codes)          # codes [T, 16] int -> [T * 1920] float32
 for chunk in chunks: play(dec.stream(chunk))   # exact streaming, any chunk sizes
 dec.reset()                      # new utterance
+s = dec.new_stream()             # a stream of its own (state) on the same weights: s.stream(chunk), s.reset()
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ _SIGNATURES = {
     ),
     "kz_codec_stream_position": (ctypes.c_int64, [_P]),
     "kz_codec_reset": (ctypes.c_int, [_P]),
+    "kz_codec_stream_new": (ctypes.c_int, [_P, ctypes.POINTER(_P)]),
+    "kz_codec_stream_free": (None, [_P]),
+    "kz_codec_stream_decode": (
+        ctypes.c_int,
+        [_P, _c_int32_p, ctypes.c_int, ctypes.c_int, _c_float_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "kz_codec_stream_restart": (ctypes.c_int, [_P]),
+    "kz_codec_stream_last_error": (ctypes.c_char_p, [_P]),
 }
 
 
@@ -134,15 +143,21 @@ class CodecDecoder(native.NativeHandle):
 
     def stream(self, codes_chunk) -> np.ndarray:
         """Pushes the next frames [n, 16] of the stream; returns their n * 1920 samples."""
+        status, audio = self._push(self._lib.kz_codec_stream_push, self._handle, codes_chunk)
+        self._check(status)
+        return audio
+
+    def _push(self, push, handle, codes_chunk) -> np.ndarray:
+        """`push` (a kz_codec stream function) of frames [n, 16] on `handle`: their samples."""
         c, n, k = self._codes(codes_chunk)
         out = np.zeros(n * self.samples_per_frame, np.float32)
         written = ctypes.c_size_t(0)
-        self._check(
-            self._lib.kz_codec_stream_push(
-                self._handle, native.ptr(c, ctypes.c_int32), n, k, native.ptr(out), out.size, ctypes.byref(written)
-            )
-        )
-        return out[: written.value]
+        status = push(handle, native.ptr(c, ctypes.c_int32), n, k, native.ptr(out), out.size, ctypes.byref(written))
+        return status, out[: written.value]
+
+    def new_stream(self) -> "CodecStream":
+        """A stream of its own on this decoder's weights (one per request said at once)."""
+        return CodecStream(self)
 
     @property
     def position(self) -> int:
@@ -151,3 +166,28 @@ class CodecDecoder(native.NativeHandle):
 
     def reset(self) -> None:
         self._check(self._lib.kz_codec_reset(self._handle))
+
+
+class CodecStream(native.NativeHandle):
+    """A stream with its own state on a CodecDecoder's weights (kz_codec_stream): decodes what the
+    decoder's own stream would from the same codes, bit for bit. Streams of one decoder may push
+    from several threads (they compute one at a time); one stream from one thread at a time."""
+
+    _free_name, _last_error_name = "kz_codec_stream_free", "kz_codec_stream_last_error"
+
+    def __init__(self, decoder: CodecDecoder):
+        self.decoder = decoder  # (kept alive while the stream lives)
+        self._lib = decoder._lib
+        self._handle = ctypes.c_void_p()
+        decoder._check(self._lib.kz_codec_stream_new(decoder._handle, ctypes.byref(self._handle)))
+
+    def stream(self, codes_chunk) -> np.ndarray:
+        """Pushes the next frames [n, 16] of this stream; returns their n * 1920 samples."""
+        if not self._handle:
+            raise ValueError("the stream is closed")
+        status, audio = self.decoder._push(self._lib.kz_codec_stream_decode, self._handle, codes_chunk)
+        self._check(status)
+        return audio
+
+    def reset(self) -> None:
+        self._check(self._lib.kz_codec_stream_restart(self._handle))

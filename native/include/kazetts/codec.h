@@ -76,6 +76,22 @@ KZ_API int64_t kz_codec_stream_position(const kz_codec *codec);
 /* Starts a new stream (drops every state). */
 KZ_API int kz_codec_reset(kz_codec *codec);
 
+/* Streams of their own on one codec, e.g. one per request said at once: each keeps its own state
+ * (conv contexts, attention window), all share the codec's weights and compute memory. Pushes on
+ * the streams of one codec may come from several threads: they compute one at a time. A stream is
+ * used by one thread at a time and freed before its codec; it decodes what kz_codec_stream_push
+ * would from the same codes, bit for bit. */
+typedef struct kz_codec_stream kz_codec_stream;
+KZ_API int kz_codec_stream_new(kz_codec *codec, kz_codec_stream **out);
+KZ_API void kz_codec_stream_free(kz_codec_stream *stream);
+/* kz_codec_stream_push on this stream. */
+KZ_API int kz_codec_stream_decode(kz_codec_stream *stream, const int32_t *codes, int n_frames, int n_codebooks,
+                                  float *out, size_t capacity, size_t *written);
+/* Starts this stream anew (kz_codec_reset). */
+KZ_API int kz_codec_stream_restart(kz_codec_stream *stream);
+/* The stream's last error message ("" if none); valid until its next call. */
+KZ_API const char *kz_codec_stream_last_error(const kz_codec_stream *stream);
+
 #ifdef __cplusplus
 }
 #endif

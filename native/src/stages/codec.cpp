@@ -37,6 +37,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -881,6 +882,7 @@ struct kz_codec {
     ggml_gallocr_t galloc = nullptr;
     std::vector<uint8_t> graph_mem;
     int reserved_chunk = 0;  // max_chunk the allocator was reserved for
+    std::mutex compute;      // held by run()
     std::string last_error;
 
     ~kz_codec() {
@@ -1010,7 +1012,25 @@ struct kz_codec {
             }
     }
 
+    // Streams n frames of `st` (kz_codec_stream_push, kz_codec_stream_decode): on error `st` is left
+    // as it was.
+    void push(State &st, const int32_t *codes, int n, int n_cb, float *out, size_t capacity, size_t *written) {
+        check_codes(codes, n, n_cb, out, capacity);
+        const Outputs o = {out, nullptr, nullptr, nullptr, nullptr};
+        if (n <= max_chunk) {
+            run(st, codes, n, o);  // one chunk: commits only once it has succeeded
+        } else {                   // several: on a copy, so that a failure in a later chunk leaves the stream as it was
+            State copy = st;
+            run(copy, codes, n, o);
+            st = std::move(copy);
+        }
+        if (written) *written = (size_t)n * model.hp.samples_per_frame;
+    }
+
+    // (one computation at a time: the graph memory and allocator are the handle's, its streams' pushes
+    // may come from several threads)
     void run(State &st, const int32_t *codes, int n, Outputs o) {
+        std::lock_guard<std::mutex> lock(compute);
         const Hparams &hp = model.hp;
         for (int done = 0; done < n;) {
             const int c = std::min(max_chunk, n - done);
@@ -1026,6 +1046,13 @@ struct kz_codec {
             adv(o.upsample, (size_t)hp.latent * hp.up_factor);
         }
     }
+};
+
+// A stream of its own on a codec: its state, the codec's weights and compute memory.
+struct kz_codec_stream {
+    kz_codec *codec;
+    State state;
+    std::string last_error;
 };
 
 extern "C" {
@@ -1076,6 +1103,7 @@ int kz_codec_set_threads(kz_codec *c, int n_threads) {
     return kz::call_handle(c, [&] {
         if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
+        std::lock_guard<std::mutex> lock(c->compute);  // (not while a stream computes)
         c->n_threads = n_threads;
     });
 }
@@ -1084,6 +1112,7 @@ int kz_codec_set_max_chunk(kz_codec *c, int n_frames) {
     return kz::call_handle(c, [&] {
         if (n_frames < 1 || n_frames > kMaxChunk)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "max chunk must be in 1.." + std::to_string(kMaxChunk));
+        std::lock_guard<std::mutex> lock(c->compute);
         c->max_chunk = n_frames;
     });
 }
@@ -1103,26 +1132,37 @@ int kz_codec_decode(kz_codec *c, const int32_t *codes, int n_frames, int n_codeb
 
 int kz_codec_stream_push(kz_codec *c, const int32_t *codes, int n_frames, int n_codebooks, float *out, size_t capacity,
                          size_t *written) {
-    if (!c) return KZ_ERR_INVALID_ARGUMENT;
     if (written) *written = 0;
-    return kz::call_handle(c, [&] {
-        c->check_codes(codes, n_frames, n_codebooks, out, capacity);
-        const kz_codec::Outputs o = {out, nullptr, nullptr, nullptr, nullptr};
-        if (n_frames <= c->max_chunk) {
-            c->run(c->stream, codes, n_frames, o);  // one chunk: commits only once it has succeeded
-        } else {  // several: on a copy, so that a failure in a later chunk leaves the stream as it was
-            State st = c->stream;
-            c->run(st, codes, n_frames, o);
-            c->stream = std::move(st);
-        }
-        if (written) *written = (size_t)n_frames * c->model.hp.samples_per_frame;
-    });
+    return kz::call_handle(c, [&] { c->push(c->stream, codes, n_frames, n_codebooks, out, capacity, written); });
 }
 
 int64_t kz_codec_stream_position(const kz_codec *c) { return c ? c->stream.pos : -1; }
 
 int kz_codec_reset(kz_codec *c) {
     return kz::call_handle(c, [&] { c->stream = State(); });
+}
+
+int kz_codec_stream_new(kz_codec *codec, kz_codec_stream **out) {
+    if (out) *out = nullptr;
+    if (!codec || !out) return KZ_ERR_INVALID_ARGUMENT;
+    return kz::call_handle(codec, [&] { *out = new kz_codec_stream{codec, State(), ""}; });
+}
+
+void kz_codec_stream_free(kz_codec_stream *stream) { delete stream; }
+
+int kz_codec_stream_decode(kz_codec_stream *stream, const int32_t *codes, int n_frames, int n_codebooks, float *out,
+                           size_t capacity, size_t *written) {
+    if (written) *written = 0;
+    return kz::call_handle(
+        stream, [&] { stream->codec->push(stream->state, codes, n_frames, n_codebooks, out, capacity, written); });
+}
+
+int kz_codec_stream_restart(kz_codec_stream *stream) {
+    return kz::call_handle(stream, [&] { stream->state = State(); });
+}
+
+const char *kz_codec_stream_last_error(const kz_codec_stream *stream) {
+    return stream ? stream->last_error.c_str() : "null stream";
 }
 
 }  // extern "C"
