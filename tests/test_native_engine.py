@@ -440,3 +440,104 @@ def test_rng_is_splitmix64():
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
         z ^= z >> 31
         assert rng.random() == (z >> 11) / 2.0**53
+
+
+# ------------------------------------------------------------------ several requests at once (#30)
+
+# (kind, text, options, frames after which the request stops itself or None): different texts,
+# voices, languages, seeds, sampling, lengths, chunkings; one streamed in, one stopped midway
+TOGETHER = [
+    (
+        "synthesize",
+        "Hello world, this is the first voice.",
+        dict(speaker="vivian", language="english", greedy=True, max_frames=14, chunk_frames=3),
+        None,
+    ),
+    (
+        "synthesize",
+        "Bonjour ! Une autre voix, une autre phrase.",
+        dict(speaker="ryan", language="french", seed=7, max_frames=11, chunk_frames=2),
+        None,
+    ),
+    (
+        "synthesize",
+        "A third one, stopped by its listener.",
+        dict(speaker="serena", seed=3, max_frames=20, chunk_frames=1),
+        5,
+    ),
+    (
+        "stream_text",
+        ["Streamed text ", "comes in ", "pieces."],
+        dict(speaker="aiden", language="english", seed=11, max_frames=9),
+        None,
+    ),
+]
+
+
+def _say(tts, kind, text, options, stop_after, on_chunk_extra=None):
+    def on_chunk(audio, codes, frames_total):
+        if on_chunk_extra:
+            on_chunk_extra(frames_total)
+        return stop_after is None or frames_total < stop_after
+
+    return getattr(tts, kind)(text, on_chunk=on_chunk, **options)
+
+
+def test_requests_together_equal_requests_alone(tiny_gguf):
+    """max_batch: requests said at once from several threads, joining and leaving mid-stream
+    (the last starts once the first has delivered 4 frames or ended; one stops itself after 5),
+    give each the codes, audio and chunks it gets alone, whichever steps ran together (which
+    depends on the threads' timing: printed, not asserted)."""
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32", 0)
+    tts = NativeTTS(talker, mmproj, threads=2, codec_weights="f32", max_batch=len(TOGETHER))
+    alone = [_say(tts, *request) for request in TOGETHER]
+    assert all(r.batch_max == 1 for r in alone)
+
+    late_may_start = threading.Event()
+    results = [None] * len(TOGETHER)
+
+    def run(i, extra=None):
+        try:
+            results[i] = _say(tts, *TOGETHER[i], on_chunk_extra=extra)
+        finally:
+            late_may_start.set()
+
+    threads = [threading.Thread(target=run, args=(0, lambda frames: frames >= 4 and late_may_start.set()))]
+    threads += [threading.Thread(target=run, args=(i,)) for i in range(1, len(TOGETHER) - 1)]
+    threads.append(threading.Thread(target=lambda: late_may_start.wait() and run(len(TOGETHER) - 1)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"most requests stepping together, per request: {[r.batch_max for r in results]}")
+    for i, (got, want) in enumerate(zip(results, alone)):
+        assert np.array_equal(got.codes, want.codes), i
+        assert np.array_equal(got.audio, want.audio), i
+        assert got.stop_reason == want.stop_reason, i
+        if TOGETHER[i][0] == "synthesize":  # (text streamed in is cut into chunks where it waited for text)
+            assert got.chunks == want.chunks, i
+    assert results[2].stop_reason == "cancelled" and results[2].codes.shape[0] == 5
+
+
+def test_one_request_more_than_max_batch_is_refused(tiny_gguf):
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32", 0)
+    tts = NativeTTS(talker, mmproj, threads=2, codec_weights="f32", max_batch=1)
+    inside, release, refused = threading.Event(), threading.Event(), []
+
+    def hold(audio, codes, frames_total):
+        inside.set()
+        release.wait()
+        return True
+
+    holder = threading.Thread(target=lambda: tts.synthesize("Hello.", on_chunk=hold, speaker="vivian", max_frames=3))
+    holder.start()
+    inside.wait()
+    try:
+        with pytest.raises(native.NativeError, match="max_batch requests already"):
+            tts.synthesize("Hello.", speaker="vivian", max_frames=3)
+    finally:
+        release.set()
+        holder.join()
+    assert tts.synthesize("Hello.", speaker="vivian", max_frames=3, greedy=True).codes.shape[0] >= 1
+    with pytest.raises(native.NativeError, match="max_batch must be in 1..16, got 0"):
+        NativeTTS(talker, mmproj, threads=2, max_batch=0)

@@ -40,6 +40,7 @@ class Params(ctypes.Structure):
         ("n_batch", ctypes.c_int32),
         ("verbose", ctypes.c_int32),
         ("codec_threads", ctypes.c_int32),
+        ("max_batch", ctypes.c_int32),
     ]
 
 
@@ -68,6 +69,7 @@ class NativeResult(ctypes.Structure):
         ("codec_ms", ctypes.c_double),
         ("first_audio_ms", ctypes.c_double),
         ("total_ms", ctypes.c_double),
+        ("batch_max", ctypes.c_int32),
     ]
 
 
@@ -98,7 +100,6 @@ _SIGNATURES = {
         [_P, ctypes.c_char_p, ctypes.POINTER(native.TtsRequest), CHUNK_CALLBACK, _P, ctypes.POINTER(NativeResult)],
     ),
     "kz_tts_cancel": (None, [_P]),
-    "kz_tts_last_codes": (ctypes.c_int, [_P, _c_int32_p, ctypes.c_size_t]),
     "kz_tts_stream_begin": (
         ctypes.c_int,
         [
@@ -190,6 +191,7 @@ class Synthesis:
     pieces_at_budget: int
     timings: dict = field(default_factory=dict)
     chunks: list = field(default_factory=list)  # (frames_total, n_samples) per callback
+    batch_max: int = 1  # the most requests it stepped with (NativeTTS max_batch)
 
 
 class NativeTTS(native.NativeHandle):
@@ -205,13 +207,17 @@ class NativeTTS(native.NativeHandle):
         codec_weights: str = "f16",
         n_ctx: int = 2048,
         codec_threads: int | None = None,
+        max_batch: int = 1,
     ):
-        """codec_threads as kazetts.TTS's (None: the library's default, kz_tts_auto_codec_threads)."""
+        """codec_threads as kazetts.TTS's (None: the library's default, kz_tts_auto_codec_threads).
+        max_batch: requests said at once, each from its own thread (synthesize, stream_text), their
+        talker steps and code predictor frames computed together; one more raises NativeError."""
         if codec_weights not in CODEC_WEIGHTS:
             raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(CODEC_WEIGHTS)}")
         self._lib = lib()
         params = self._lib.kz_tts_default_params()
         params.n_threads, params.codec_weights, params.n_ctx = int(threads), CODEC_WEIGHTS[codec_weights], int(n_ctx)
+        params.max_batch = int(max_batch)
         if codec_threads is not None:
             params.codec_threads = int(codec_threads)
         self._handle = ctypes.c_void_p()
@@ -245,7 +251,7 @@ class NativeTTS(native.NativeHandle):
         the Python engine's own: voice cloning, speed); the options are not checked here but by
         the library, whose checks the tests hold against the Python ones."""
         r, keep = c_request(**request_fields(request, options, stacklevel=2))
-        callback, audio, chunks = _collector(on_chunk)
+        callback, collected = _collector(on_chunk)
         res = NativeResult()
         res.struct_size = ctypes.sizeof(NativeResult)
         self._check(
@@ -254,7 +260,7 @@ class NativeTTS(native.NativeHandle):
             )
         )
         del keep
-        return self._synthesis(res, audio, chunks)
+        return self._synthesis(res, collected)
 
     def stream_text(
         self,
@@ -267,7 +273,7 @@ class NativeTTS(native.NativeHandle):
         order from this thread while the stream's worker says them; then finish. `on_chunk` as
         `synthesize`'s, called on the worker thread. `request` and the options as `synthesize`'s."""
         r, keep = c_request(**request_fields(request, options, stacklevel=2))
-        callback, audio, collected = _collector(on_chunk)
+        callback, collected = _collector(on_chunk)
         err = native.error_buffer()
         stream = ctypes.c_void_p()
         native.check(
@@ -286,25 +292,21 @@ class NativeTTS(native.NativeHandle):
         finally:
             self._lib.kz_tts_stream_free(stream)
         del keep
-        return self._synthesis(res, audio, collected)
+        return self._synthesis(res, collected)
 
-    def _synthesis(self, res: NativeResult, audio: list, chunks: list) -> Synthesis:
+    def _synthesis(self, res: NativeResult, collected) -> Synthesis:
+        audio, codes, chunks = collected
         timings = {name: getattr(res, name) for name, _ in NativeResult._fields_ if name.endswith("_ms")}
         return Synthesis(
             np.concatenate(audio) if audio else np.zeros(0, np.float32),
-            self.last_codes(),
+            np.concatenate(codes) if codes else np.zeros((0, N_CODEBOOKS), np.int32),
             STOP_REASONS[res.stop_reason],
             res.n_pieces,
             res.pieces_at_budget,
             timings,
             chunks,
+            res.batch_max,
         )
-
-    def last_codes(self) -> np.ndarray:
-        n = self._lib.kz_tts_last_codes(self._handle, None, 0)
-        out = np.zeros((n, N_CODEBOOKS), np.int32)
-        self._lib.kz_tts_last_codes(self._handle, native.ptr(out, ctypes.c_int32), out.size)
-        return out
 
     def enroll(self, pcm: np.ndarray, sample_rate: int, ref_text: str | None = None, ref_silence: float = 0.0):
         """A Voice from mono samples at any rate (kz_tts_enroll): the voice kazetts.TTS.enroll
@@ -320,9 +322,11 @@ class NativeTTS(native.NativeHandle):
 
 
 def _collector(on_chunk):
-    """A chunk callback (kept alive by the caller) that collects the audio and (frames_total,
-    n_samples) of every chunk and asks `on_chunk(audio, codes, frames_total)` whether to go on."""
+    """A chunk callback (kept alive by the caller) that collects the audio, codes and (frames_total,
+    n_samples) of every chunk and asks `on_chunk(audio, codes, frames_total)` whether to go on (the
+    request's own: others may run on the handle at once)."""
     audio: list[np.ndarray] = []
+    all_codes: list[np.ndarray] = []
     chunks: list[tuple[int, int]] = []
 
     def callback(chunk_p, _user):
@@ -336,7 +340,8 @@ def _collector(on_chunk):
             else np.zeros((0, N_CODEBOOKS), np.int32)
         )
         audio.append(samples)
+        all_codes.append(codes)
         chunks.append((c.frames_total, c.n_samples))
         return 1 if on_chunk is None or on_chunk(samples, codes, c.frames_total) else 0
 
-    return CHUNK_CALLBACK(callback), audio, chunks
+    return CHUNK_CALLBACK(callback), (audio, all_codes, chunks)

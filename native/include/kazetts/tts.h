@@ -12,9 +12,10 @@
  * first field is their size (set by the *_default_* functions; a size this library does not
  * know is KZ_ERR_INVALID_ARGUMENT), a generate call with a chunk callback.
  *
- * Threads: one request at a time per handle (synthesize is not reentrant); kz_tts_cancel may be
- * called from any thread while synthesize runs (Android's TextToSpeechService.onStop). Two
- * handles are independent. The callback runs on the thread that called synthesize (a text
+ * Threads: up to max_batch requests at once per handle (kz_tts_params; default 1), each on its
+ * own thread (synthesize, a text stream, enroll); one more is KZ_ERR_STATE. kz_tts_cancel may be
+ * called from any thread while they run (Android's TextToSpeechService.onStop). Two handles are
+ * independent. The callback runs on the thread that called synthesize (a text
  * stream's, on the stream's worker thread: see kz_tts_stream_begin). With
  * codec_threads (kz_tts_params) the codec decoder runs on one worker thread of the request
  * while the caller's thread makes the next frames; the worker ends before synthesize returns.
@@ -44,7 +45,14 @@ typedef struct kz_tts_params {
                             * predictor (which keep n_threads): 0 = serial (the codec runs between
                             * frames on n_threads); < 0 (default) = kz_tts_auto_codec_threads(n_threads).
                             * The audio, chunks and callbacks are the same either way. */
+    int32_t max_batch;     /* requests said at once, from as many threads (1..KZ_TTS_MAX_BATCH; default 1):
+                            * their talker steps and code predictor frames run together, each weight
+                            * read once for all (the stages' cost is reading them); each request gets
+                            * the codes and audio it gets alone. One more request than max_batch:
+                            * KZ_ERR_STATE. Each live request holds its own talker KV cache. */
 } kz_tts_params;
+
+#define KZ_TTS_MAX_BATCH 16
 
 KZ_API kz_tts_params kz_tts_default_params(void);
 
@@ -68,7 +76,8 @@ KZ_API void kz_tts_free(kz_tts *tts);
 KZ_API const char *kz_tts_model_info(const kz_tts *tts);
 KZ_API int32_t kz_tts_sample_rate(const kz_tts *tts);
 
-/* The last error message of a call on this handle ("" if none); valid until the next call. */
+/* The last error message of a call on this handle from the calling thread ("" if none); valid
+ * until that thread's next call. */
 KZ_API const char *kz_tts_last_error(const kz_tts *tts);
 
 typedef enum kz_tts_stop {
@@ -146,6 +155,8 @@ typedef struct kz_tts_result {
     int32_t pieces_at_budget;
     int64_t n_samples;
     double prefill_ms, talker_ms, code_predictor_ms, codec_ms, first_audio_ms, total_ms;
+    int32_t batch_max; /* the most requests whose talker steps or code predictor frames ran with this
+                        * one's (max_batch; 1: it ran alone) */
 } kz_tts_result;
 
 /* Synthesizes text. Every check (text, speaker, language, instruct, x-vector, sampling values,
@@ -157,7 +168,7 @@ typedef struct kz_tts_result {
 KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request, kz_tts_chunk_cb callback,
                              void *user_data, kz_tts_result *result);
 
-/* Stops the running request (synthesize or a text stream) within one frame (with codec_threads, after the codec push
+/* Stops the running requests (synthesize, text streams) within one frame (with codec_threads, after the codec push
  * that is running, if any: its audio is dropped); no chunk is delivered after the cancel is seen. Safe from any thread,
  * a no-op when idle. A cancel that arrives before synthesize starts does not affect that request. */
 KZ_API void kz_tts_cancel(kz_tts *tts);
@@ -182,13 +193,13 @@ KZ_API void kz_tts_cancel(kz_tts *tts);
  * Threads: the callback runs on the stream's worker thread, never on the thread that pushes;
  * push, finish and free are the app's calls, from one thread at a time (e.g. the LLM's), and
  * push never waits for audio. kz_tts_cancel (any thread) stops the request within one frame,
- * waiting for text or not. The handle runs one request at a time: synthesize or another begin
- * returns KZ_ERR_STATE until the stream is finished or freed. */
+ * waiting for text or not. The stream holds one of the handle's max_batch seats until it is
+ * finished or freed. */
 typedef struct kz_tts_stream kz_tts_stream;
 
 /* Starts a request whose text comes by kz_tts_stream_push; callback may be NULL. The request
  * is read during the call only (its strings, x-vector and voice are copied). KZ_OK and *out, or
- * a status (KZ_ERR_INVALID_ARGUMENT: a bad request; KZ_ERR_STATE: the handle runs a request),
+ * a status (KZ_ERR_INVALID_ARGUMENT: a bad request; KZ_ERR_STATE: max_batch requests run),
  * *out = NULL and the message in err (err may be NULL). */
 KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
                                kz_tts_stream **out, char *err, size_t err_len);
@@ -208,8 +219,8 @@ KZ_API int kz_tts_stream_finish(kz_tts_stream *stream, kz_tts_result *result);
 /* Frees a stream (NULL is allowed); one not finished is cancelled first and waited for. */
 KZ_API void kz_tts_stream_free(kz_tts_stream *stream);
 
-/* The codes of the last request, frame-major [n_frames][16]: writes min(capacity, 16 * n_frames)
- * values and returns n_frames. */
+/* The codes of the last request that ended on this handle (those delivered), frame-major
+ * [n_frames][16]: writes min(capacity, 16 * n_frames) values and returns n_frames. */
 KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacity);
 
 /* Enrolls a voice from a recording (Base models): n_samples mono float samples at sample_rate
@@ -221,8 +232,8 @@ KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacit
  * first call. *out: a new voice (kz_voice_free), or NULL. KZ_ERR_INVALID_ARGUMENT with the
  * Python engine's one-line message (kz_tts_last_error) for what it refuses: not a Base model,
  * empty ref_text, empty, non-finite, silent, too short or too long audio, a rate below 8000 Hz;
- * KZ_ERR_STATE for a rate other than 24000 in a library built without libsoxr, or while another
- * call runs on this kz_tts. */
+ * KZ_ERR_STATE for a rate other than 24000 in a library built without libsoxr, or while
+ * max_batch requests run on this kz_tts (enrolment takes a seat). */
 KZ_API int kz_tts_enroll(kz_tts *tts, const float *pcm, int64_t n_samples, int32_t sample_rate, const char *ref_text,
                          float ref_silence, kz_voice **out);
 

@@ -24,6 +24,7 @@
 
 #include "core/common_internal.h"
 #include "core/stage_mark.h"
+#include "engine/batcher.h"
 #include "engine/enroll.h"
 #include "engine/joiner.h"
 #include "engine/model_files.h"
@@ -80,16 +81,17 @@ struct CodecJob {
     double ms = 0;
 };
 
-// A request's codec pushes, decoded in the order they were pushed: at once on the caller's thread
-// (serial), or by one worker thread while the caller makes the next frames (overlap). Either way
+// A request's codec pushes on its own codec stream, decoded in the order they were pushed: at once
+// on the batcher's thread (serial), or by one worker thread while the caller makes the next frames
+// (overlap). Either way
 // the caller takes the decoded jobs back in order with pop() and delivers them itself, so the
 // callbacks stay on its thread. Two ggml computations from two host threads are safe with the
 // shipped ggml: each compute makes its own threadpool state and OpenMP team, and the codec and
 // the talker / code predictor own separate backends and buffers.
 class CodecPipeline {
   public:
-    CodecPipeline(kz_codec *codec, int samples_per_frame, bool overlap)
-        : codec_(codec), samples_per_frame_(samples_per_frame) {
+    CodecPipeline(kz_codec_stream *codec, int samples_per_frame, bool overlap, kz::Batcher &batcher)
+        : codec_(codec), samples_per_frame_(samples_per_frame), batcher_(batcher) {
         if (overlap) worker_ = std::thread([this] { work(); });
     }
     ~CodecPipeline() {
@@ -108,7 +110,7 @@ class CodecPipeline {
         std::unique_ptr<CodecJob> job(new CodecJob());
         job->codes = std::move(codes);
         if (!worker_.joinable()) {
-            decode(*job);
+            batcher_.solo([&] { decode(*job); });
             done_.push_back(std::move(job));
             return;
         }
@@ -147,11 +149,11 @@ class CodecPipeline {
         const auto t = Clock::now();
         {
             kz::StageMark<kz::STAGE_CODEC> mark;
-            job.status = kz_codec_stream_push(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(),
-                                              job.audio.size(), &written);
+            job.status = kz_codec_stream_decode(codec_, job.codes.data(), n, N_CODEBOOKS, job.audio.data(),
+                                                job.audio.size(), &written);
         }
         job.ms = ms_since(t);
-        if (job.status != KZ_OK) job.error = kz_codec_last_error(codec_);
+        if (job.status != KZ_OK) job.error = kz_codec_stream_last_error(codec_);
         job.audio.resize(job.status == KZ_OK ? written : 0);
     }
 
@@ -172,8 +174,9 @@ class CodecPipeline {
         }
     }
 
-    kz_codec *codec_;
+    kz_codec_stream *codec_;
     const int samples_per_frame_;
+    kz::Batcher &batcher_;
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<std::unique_ptr<CodecJob>> todo_, done_;
@@ -230,38 +233,57 @@ class TextSource : public PieceSource {
 
 }  // namespace
 
+// A request being said: its seat among those said at once (kz_tts_params.max_batch) and what is
+// its own there: its talker sequence, codec stream, cancel flag, ICL reference codes and codes.
+struct Lane {
+    int slot = 0;                      // the talker sequence
+    kz_codec_stream *codec = nullptr;  // on kz_tts::codec's weights
+    bool taken = false;                // (kz_tts::lanes_mutex)
+    std::atomic<bool> cancelled{false};
+    std::vector<int32_t> prime_codes;  // the request's ICL reference codes (none: not ICL)
+    std::vector<int32_t> codes;        // the frames delivered so far
+    std::function<void()> wake;        // a text stream's worker waiting for text (kz_tts::lanes_mutex)
+
+    ~Lane() { kz_codec_stream_free(codec); }
+};
+
 struct kz_tts {
     std::unique_ptr<kz::TalkerFile> file;
     std::unique_ptr<kz::Talker> talker;
     kz_code_predictor *cp = nullptr;
     kz_codec *codec = nullptr;
+    std::unique_ptr<kz::Batcher> batcher;      // the talker and code predictor, shared by the lanes
+    std::vector<std::unique_ptr<Lane>> lanes;  // max_batch of them
+    mutable std::mutex lanes_mutex;            // guards the lanes' taken and wake, and last_codes
     int sample_rate = 0, samples_per_frame = 0;
     bool overlap = false;  // codec_threads > 0: the codec decodes on a worker thread
-    std::string info, last_error;
-    std::atomic<bool> cancelled{false};
-    std::atomic<bool> busy{false};
-    std::vector<int32_t> last_codes;
-    std::string mmproj_path, speaker_encoder_sha256;  // the digest once a voice asked for it
-    std::vector<int32_t> prime_codes;                 // the request's ICL reference codes (none: not ICL)
+    std::string info;
+    std::vector<int32_t> last_codes;  // those of the last request that ended
+    std::string mmproj_path;
+    std::mutex model_mutex;              // guards what follows: loaded or computed on first use
+    std::string speaker_encoder_sha256;  // the digest once a voice asked for it
     // kz_tts_enroll's encoders, loaded on its first call, and the threads they run on
     kz_speaker_encoder *speaker_encoder = nullptr;
     kz_codec_encoder *codec_encoder = nullptr;
     int n_threads = 1;
 
     ~kz_tts() {
+        lanes.clear();  // (their codec streams before the codec)
+        batcher.reset();
         kz_cp_free(cp);
         kz_codec_free(codec);
         kz_speaker_encoder_free(speaker_encoder);
         kz_codec_encoder_free(codec_encoder);
     }
 
-    std::vector<Piece> plan(const std::string &text, const kz_tts_request &r);
+    Lane *take_lane();       // a free seat (null: all taken), its cancel flag and codes cleared
+    void leave(Lane *lane);  // the request ended: its codes become last_codes, the seat is free
+    std::vector<Piece> plan(const std::string &text, const kz_tts_request &r, Lane &lane);
     Clone clone(const kz_tts_request &r);
-    void prime_codec();
+    void prime_codec(Lane &lane);
     // The frame loop over a request's pieces; returns the number of pieces said.
-    int run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user, kz_tts_result &res);
-    std::mutex wake_mutex;       // guards wake
-    std::function<void()> wake;  // a text stream's worker waiting for text, woken by kz_tts_cancel
+    int run(Lane &lane, PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
+            kz_tts_result &res);
 };
 
 namespace {
@@ -485,7 +507,7 @@ class TextStreamSource : public PieceSource {
 
 }  // namespace
 
-std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r) {
+std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r, Lane &lane) {
     check_request(r);
     const std::u32string chars = kz::decode_utf8(text);
     if (chars.size() > MAX_TEXT_CHARS) {
@@ -530,7 +552,7 @@ std::vector<Piece> kz_tts::plan(const std::string &text, const kz_tts_request &r
                         "text too long for the talker context of " + std::to_string(talker->n_ctx()));
         pieces.push_back({std::move(prompt), budget});
     }
-    prime_codes = c.icl ? c.ref_codes : std::vector<int32_t>();
+    lane.prime_codes = c.icl ? c.ref_codes : std::vector<int32_t>();
     return pieces;
 }
 
@@ -553,15 +575,20 @@ Clone kz_tts::clone(const kz_tts_request &r) {
     }
     kz_voice_info v = kz_voice_default_info();
     if (kz_voice_get(r.voice, &v) != KZ_OK) bad("the voice is not a kz_voice of this library");
-    if (speaker_encoder_sha256.empty()) {
-        char sha[65], err[1024];
-        const int s = kz_speaker_encoder_fingerprint(mmproj_path.c_str(), sha, sizeof sha, err, sizeof err);
-        if (s != KZ_OK) throw Error(s, err);
-        speaker_encoder_sha256 = sha;
+    std::string model_sha256;
+    {
+        std::lock_guard<std::mutex> lock(model_mutex);
+        if (speaker_encoder_sha256.empty()) {
+            char sha[65], err[1024];
+            const int s = kz_speaker_encoder_fingerprint(mmproj_path.c_str(), sha, sizeof sha, err, sizeof err);
+            if (s != KZ_OK) throw Error(s, err);
+            speaker_encoder_sha256 = sha;
+        }
+        model_sha256 = speaker_encoder_sha256;
     }
     char err[1024];
     if (kz_voice_check_model(v.model_type, v.hidden_size, v.speaker_encoder_sha256, voices.model_type.c_str(),
-                             file->hidden(), speaker_encoder_sha256.c_str(), "this voice", err, sizeof err) != KZ_OK) {
+                             file->hidden(), model_sha256.c_str(), "this voice", err, sizeof err) != KZ_OK) {
         bad(err);
     }
     c.xvector.assign(v.xvector, v.xvector + v.hidden_size);
@@ -573,25 +600,45 @@ Clone kz_tts::clone(const kz_tts_request &r) {
     c.ref_text_ids = talker->tokenize(kz::ref_chat_text(v.ref_text));
     c.ref_codes.assign(v.ref_codes, v.ref_codes + size_t(v.ref_frames) * N_CODEBOOKS);
     c.ref_frames.resize(size_t(v.ref_frames) * size_t(talker->hidden_size()));
-    for (int32_t f = 0; f < v.ref_frames; ++f) {
-        const int s = kz_cp_embed_codes(cp, &c.ref_codes[size_t(f) * N_CODEBOOKS],
-                                        &c.ref_frames[size_t(f) * size_t(talker->hidden_size())]);
-        if (s != KZ_OK) throw Error(s, kz_cp_last_error(cp));
-    }
+    for (int32_t f = 0; f < v.ref_frames; ++f)
+        batcher->embed_codes(&c.ref_codes[size_t(f) * N_CODEBOOKS],
+                             &c.ref_frames[size_t(f) * size_t(talker->hidden_size())]);
     return c;
 }
 
 // ICL: the reference's frames streamed into the reset codec, their audio dropped, so that the
 // piece's frames decode with the reference as left context (kazetts.engine.tts.prime_codec).
-void kz_tts::prime_codec() {
-    const int n = int(prime_codes.size() / N_CODEBOOKS);
+void kz_tts::prime_codec(Lane &lane) {
+    const int n = int(lane.prime_codes.size() / N_CODEBOOKS);
     std::vector<float> dropped(size_t(n) * size_t(samples_per_frame));
-    const int s =
-        kz_codec_stream_push(codec, prime_codes.data(), n, N_CODEBOOKS, dropped.data(), dropped.size(), nullptr);
-    if (s != KZ_OK) throw Error(s, kz_codec_last_error(codec));
+    batcher->solo([&] {
+        const int s = kz_codec_stream_decode(lane.codec, lane.prime_codes.data(), n, N_CODEBOOKS, dropped.data(),
+                                             dropped.size(), nullptr);
+        if (s != KZ_OK) throw Error(s, kz_codec_stream_last_error(lane.codec));
+    });
 }
 
-int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user, kz_tts_result &res) {
+Lane *kz_tts::take_lane() {
+    std::lock_guard<std::mutex> lock(lanes_mutex);
+    for (auto &lane : lanes) {
+        if (lane->taken) continue;
+        lane->taken = true;
+        lane->cancelled.store(false);
+        lane->codes.clear();
+        return lane.get();
+    }
+    return nullptr;
+}
+
+void kz_tts::leave(Lane *lane) {
+    std::lock_guard<std::mutex> lock(lanes_mutex);
+    last_codes = lane->codes;
+    lane->wake = nullptr;
+    lane->taken = false;
+}
+
+int kz_tts::run(Lane &lane, PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
+                kz_tts_result &res) {
     const auto start = Clock::now();
     uint64_t state = r.seed >= 0 ? uint64_t(r.seed) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     kz::TalkerSampler sampler(kz::talker_sampling(r), file->codec_vocab(), file->voices().codec_eos);
@@ -603,7 +650,8 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
     std::vector<float> input(size_t(H), 0.0f), embedding(size_t(H), 0.0f);
     std::vector<int32_t> rest(N_CODEBOOKS - 1);
     kz::Joiner joiner;
-    CodecPipeline codec_pipeline(codec, samples_per_frame, overlap);
+    CodecPipeline codec_pipeline(lane.codec, samples_per_frame, overlap, *batcher);
+    kz::Batcher::Member member(*batcher);
     bool stop = false;
     std::unique_ptr<kz::TimeStretch> stretch;
     if (r.speed != 1.0f) stretch = std::make_unique<kz::TimeStretch>(sample_rate, double(r.speed));
@@ -634,24 +682,24 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
         const bool last_piece = pieces.last_piece();
         last_known = last_piece;
         const int room = pieces.room();
-        std::vector<int32_t> pending;        // codes of the frames waiting for the codec
-        int want = 1;                        // a piece's first frame alone, then chunk_frames
-        int status = kz_codec_reset(codec);  // the pipeline is idle between pieces
-        if (status != KZ_OK) throw Error(status, kz_codec_last_error(codec));
-        if (!prime_codes.empty()) prime_codec();
-        talker->reset(int(prompt.n_prefill()) + room);
+        std::vector<int32_t> pending;                      // codes of the frames waiting for the codec
+        int want = 1;                                      // a piece's first frame alone, then chunk_frames
+        int status = kz_codec_stream_restart(lane.codec);  // the pipeline is idle between pieces
+        if (status != KZ_OK) throw Error(status, kz_codec_stream_last_error(lane.codec));
+        if (!lane.prime_codes.empty()) prime_codec(lane);
         sampler.reset();
 
         // Hands the decoded chunks to the callback in order; waits for all pushed ones when
         // `drain`, and for the request's first (the first audio comes as early as serial).
         // false = stop (cancelled or the callback said so): nothing after it is delivered.
         auto deliver = [&](bool drain) {
+            kz::Batcher::Member::Away away(member);
             while (std::unique_ptr<CodecJob> job = codec_pipeline.pop(drain || res.n_frames == 0)) {
                 if (job->status != KZ_OK) throw Error(job->status, job->error);
-                if (cancelled.load()) return false;
+                if (lane.cancelled.load()) return false;
                 res.codec_ms += job->ms;
                 const int n = int(job->codes.size() / N_CODEBOOKS);
-                last_codes.insert(last_codes.end(), job->codes.begin(), job->codes.end());
+                lane.codes.insert(lane.codes.end(), job->codes.begin(), job->codes.end());
                 res.n_frames += n;
                 std::vector<float> out(job->audio.size());
                 out.resize(joiner.push(job->audio.data(), job->audio.size(), last_piece, out.data()));
@@ -660,17 +708,24 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
             return true;
         };
 
+        const int positions = int(prompt.n_prefill()) + room;
+        if (positions > talker->n_ctx())
+            throw Error(KZ_ERR_INVALID_ARGUMENT, "an utterance of " + std::to_string(positions) +
+                                                     " positions does not fit the talker's context of " +
+                                                     std::to_string(talker->n_ctx()));
+        member.enter();  // the piece's frames: the other requests step with this one
         auto t = Clock::now();
         {
             kz::StageMark<kz::STAGE_PREFILL> mark;
-            talker->step(prompt.prefill.data(), int(prompt.n_prefill()));
+            const int b = batcher->talker_step(lane.slot, prompt.prefill.data(), int(prompt.n_prefill()), positions);
+            res.batch_max = std::max(res.batch_max, b);
         }
         res.prefill_ms += ms_since(t);
         bool at_eos = false;
         for (int frame = 0; frame <= room; ++frame) {
             const auto now = Clock::now();
             res.talker_ms += std::chrono::duration<double, std::milli>(now - t).count();
-            const int cb0 = sampler.choose(talker->logits() + text_vocab, &state);
+            const int cb0 = sampler.choose(talker->logits(lane.slot) + text_vocab, &state);
             if (cb0 == file->voices().codec_eos) {
                 at_eos = true;
                 break;
@@ -678,9 +733,9 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
             if (frame == room) break;
             {
                 kz::StageMark<kz::STAGE_CODE_PREDICTOR> mark;
-                status = kz_cp_predict_frame(cp, talker->hidden(), cb0, &cps, rest.data(), embedding.data(), nullptr);
+                res.batch_max =
+                    std::max(res.batch_max, batcher->cp_frame(lane.slot, cb0, cps, rest.data(), embedding.data()));
             }
-            if (status != KZ_OK) throw Error(status, kz_cp_last_error(cp));
             res.code_predictor_ms += ms_since(now);
             pending.push_back(cb0);
             pending.insert(pending.end(), rest.begin(), rest.end());
@@ -688,13 +743,18 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
             // its budget once its text (and so its budget) is known
             const bool over = pieces.over(frame + 1), waits = !pieces.ready(size_t(frame));
             if (int(pending.size()) == want * N_CODEBOOKS || over || waits) {
+                kz::Batcher::Member::Away away(member);  // (a serial codec decodes here)
                 codec_pipeline.push(std::move(pending));
                 pending.clear();
                 want = r.chunk_frames;
             }
-            if (!deliver(waits) || cancelled.load()) stop = true;
+            if (!deliver(waits) || lane.cancelled.load()) stop = true;
             if (stop || over) break;
-            const float *text_row = pieces.text_row(size_t(frame));
+            const float *text_row = nullptr;
+            {
+                kz::Batcher::Member::Away away(member);  // (text streamed in may not have come yet)
+                text_row = pieces.text_row(size_t(frame));
+            }
             if (!text_row) {
                 stop = true;
                 break;
@@ -702,8 +762,9 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
             for (int k = 0; k < H; ++k) input[size_t(k)] = embedding[size_t(k)] + text_row[k];
             t = Clock::now();
             kz::StageMark<kz::STAGE_TALKER> mark;
-            talker->step(input.data(), 1);
+            res.batch_max = std::max(res.batch_max, batcher->talker_step(lane.slot, input.data(), 1));
         }
+        member.leave();  // the piece's tail: the codec and callbacks only
         if (!stop && !pending.empty()) codec_pipeline.push(std::move(pending));
         if (!stop && !deliver(true)) stop = true;
         if (stop) codec_pipeline.discard();
@@ -711,7 +772,7 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
         ++res.n_pieces;
         if (!stop && !at_eos) ++res.pieces_at_budget;
     }
-    if (cancelled.load()) stop = true;
+    if (lane.cancelled.load()) stop = true;
     if (!stop && index == 0) throw Error(KZ_ERR_INVALID_ARGUMENT, "empty text: there is nothing to say");
     if (!stop && !last_known) {  // the last piece was not known in advance: its held-back tail
         std::vector<float> tail = joiner.flush();
@@ -733,6 +794,7 @@ int kz_tts::run(PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb
 // A request whose text is pushed while it is said: the frame loop runs on `worker`.
 struct kz_tts_stream {
     kz_tts *tts = nullptr;
+    Lane *lane = nullptr;
     kz_tts_request request{};
     kz_tts_chunk_cb callback = nullptr;
     void *user = nullptr;
@@ -775,8 +837,6 @@ struct kz_tts_stream {
         pr.text_streaming = true;
         // the voice, language and instruct rules of the prompt, on a text of one word (as TTS.stream_text)
         kz::build_prompt(*tts->file, tts->file->voices(), tts->talker->tokenize(kz::chat_text("a")), pr);
-        tts->prime_codes.clear();
-        tts->last_codes.clear();
         // the worker reads the numbers only: what the pointers gave is copied above
         request.speaker = request.language = request.instruct = nullptr;
         request.xvector = nullptr, request.voice = nullptr;
@@ -787,30 +847,38 @@ struct kz_tts_stream {
         result.first_audio_ms = -1;
         status = kz::run_guarded(
             [&] {
-                StreamPieces pieces(*tts->talker, inbox, tts->cancelled);
+                StreamPieces pieces(*tts->talker, inbox, lane->cancelled);
                 TextStreamSource source(*tts->file, pieces, prompt_request, request.max_frames, tts->talker->n_ctx());
-                tts->run(source, request, callback, user, result);
+                tts->run(*lane, source, request, callback, user, result);
             },
             [&](const char *m) { error = m; }, KZ_ERR_COMPUTE);
     }
 
     // Ends the input (cancel: and the request) and waits for the worker.
     void end(bool cancel) {
-        if (cancel) tts->cancelled.store(true);
+        if (cancel) lane->cancelled.store(true);
         {
             std::lock_guard<std::mutex> lock(inbox.mutex);
             inbox.ended = true;
         }
         inbox.arrived.notify_all();
         worker.join();
-        {
-            std::lock_guard<std::mutex> lock(tts->wake_mutex);
-            tts->wake = nullptr;
-        }
         finished = true;
-        tts->busy.store(false);
+        tts->leave(lane);
     }
 };
+
+namespace {
+
+// kz_tts_last_error's message: the calling thread's own, as requests run on several threads at once
+thread_local const kz_tts *error_of = nullptr;
+thread_local std::string last_error;
+
+void set_error(const kz_tts *tts, const std::string &message) { error_of = tts, last_error = message; }
+
+const char *const ALL_SEATS_TAKEN = "the handle runs max_batch requests already (kz_tts_params.max_batch)";
+
+}  // namespace
 
 extern "C" {
 
@@ -824,6 +892,7 @@ KZ_API kz_tts_params kz_tts_default_params(void) {
     p.n_batch = 64;
     p.verbose = 0;
     p.codec_threads = -1;
+    p.max_batch = 1;
     return p;
 }
 
@@ -852,60 +921,81 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                        char *err, size_t err_len) {
     if (out) *out = nullptr;
     std::unique_ptr<kz_tts> tts;
-    int status = kz::run_guarded(
-        [&] {
-            if (!talker_path || !mmproj_path || !out)
-                throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_path, mmproj_path and out are required");
-            const kz_tts_params p = params ? *params : kz_tts_default_params();
-            if (p.struct_size != sizeof(kz_tts_params)) {
-                throw Error(KZ_ERR_INVALID_ARGUMENT,
-                            "kz_tts_params.struct_size is " + std::to_string(p.struct_size) + ", this library's is " +
-                                std::to_string(sizeof(kz_tts_params)) + ": start from kz_tts_default_params()");
-            }
-            if (p.n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
-            if (p.codec_threads > 512)
-                throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
-            if (p.n_ctx < 16 || p.n_batch < 1)
-                throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
-            tts.reset(new kz_tts());
-            tts->file.reset(new kz::TalkerFile(talker_path));
-            // the talker first: llama.cpp reads all of its file in while loading, so its peak comes
-            // before the other stages exist; token_embd's pages then leave the process (the prompt
-            // reads its rows from the file, llama.cpp never does: the talker is fed embeddings)
-            tts->talker.reset(new kz::Talker(talker_path, p.n_threads, p.n_ctx, p.n_batch, p.verbose != 0));
-            kz_release_file_pages(talker_path, tts->file->embd_offset(), tts->file->embd_bytes());
-            char buf[1024] = "";
-            kz_cp_params cpp = kz_cp_default_params();
-            cpp.n_threads = p.n_threads;
-            cpp.weight_type = p.cp_weights;
-            int s = kz_cp_load(mmproj_path, &cpp, &tts->cp, buf, sizeof buf);
-            if (s != KZ_OK) throw Error(s, buf);
-            const int codec_threads = p.codec_threads < 0 ? kz_tts_auto_codec_threads(p.n_threads) : p.codec_threads;
-            tts->overlap = codec_threads > 0;
-            s = kz_codec_load(mmproj_path, tts->overlap ? codec_threads : p.n_threads, p.codec_weights, &tts->codec,
-                              buf, sizeof buf);
-            if (s != KZ_OK) throw Error(s, buf);
-            kz::check_model_files(talker_path, mmproj_path);  // (after the loaders: their errors are the precise ones)
-            if (kz_cp_n_embd_in(tts->cp) != tts->file->hidden() ||
-                kz_cp_cb0_vocab(tts->cp) != tts->file->codec_vocab()) {
-                throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +
-                                               " (code predictor width or codec vocabulary differ)");
-            }
-            tts->mmproj_path = mmproj_path;
-            tts->n_threads = p.n_threads;
-            tts->sample_rate = kz_codec_sample_rate(tts->codec);
-            tts->samples_per_frame = kz_codec_samples_per_frame(tts->codec);
-            const kz::VoiceTable &v = tts->file->voices();
-            std::vector<std::string> speakers;
-            for (const auto &kv : v.speakers) speakers.push_back(kv.first);
-            tts->info = "{\"model_type\": " + kz::json_string(v.model_type) +
-                        ", \"sample_rate\": " + std::to_string(tts->sample_rate) +
-                        ", \"speakers\": " + kz::json_list(speakers) +
-                        ", \"languages\": " + kz::json_list(v.spoken_languages()) +
-                        ", \"supports_instruct\": " + (v.supports_instruct ? "true" : "false") +
-                        ", \"xvector_size\": " + std::to_string(tts->file->hidden()) + "}";
-        },
-        [&](const char *m) { kz::write_error(err, err_len, m); }, KZ_ERR_FORMAT);
+    int status = KZ_OK;
+    // (on a thread of its own, which ends with the load: the OpenMP team that llama.cpp's load
+    // computes with must not outlive it on the caller's thread, where it slowed every request
+    // made from another thread ~1.6x, e.g. a server's; measured on the x86 test machine)
+    std::thread loader([&] {
+        status = kz::run_guarded(
+            [&] {
+                if (!talker_path || !mmproj_path || !out)
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "talker_path, mmproj_path and out are required");
+                const kz_tts_params p = params ? *params : kz_tts_default_params();
+                if (p.struct_size != sizeof(kz_tts_params)) {
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_params.struct_size is " +
+                                                             std::to_string(p.struct_size) + ", this library's is " +
+                                                             std::to_string(sizeof(kz_tts_params)) +
+                                                             ": start from kz_tts_default_params()");
+                }
+                if (p.n_threads < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be >= 1");
+                if (p.codec_threads > 512)
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
+                if (p.n_ctx < 16 || p.n_batch < 1)
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
+                if (p.max_batch < 1 || p.max_batch > KZ_TTS_MAX_BATCH)
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "max_batch must be in 1.." + std::to_string(KZ_TTS_MAX_BATCH) +
+                                                             ", got " + std::to_string(p.max_batch));
+                tts.reset(new kz_tts());
+                tts->file.reset(new kz::TalkerFile(talker_path));
+                // the talker first: llama.cpp reads all of its file in while loading, so its peak comes
+                // before the other stages exist; token_embd's pages then leave the process (the prompt
+                // reads its rows from the file, llama.cpp never does: the talker is fed embeddings)
+                tts->talker.reset(
+                    new kz::Talker(talker_path, p.n_threads, p.n_ctx, p.n_batch, p.verbose != 0, p.max_batch));
+                kz_release_file_pages(talker_path, tts->file->embd_offset(), tts->file->embd_bytes());
+                char buf[1024] = "";
+                kz_cp_params cpp = kz_cp_default_params();
+                cpp.n_threads = p.n_threads;
+                cpp.weight_type = p.cp_weights;
+                int s = kz_cp_load(mmproj_path, &cpp, &tts->cp, buf, sizeof buf);
+                if (s != KZ_OK) throw Error(s, buf);
+                const int codec_threads =
+                    p.codec_threads < 0 ? kz_tts_auto_codec_threads(p.n_threads) : p.codec_threads;
+                tts->overlap = codec_threads > 0;
+                s = kz_codec_load(mmproj_path, tts->overlap ? codec_threads : p.n_threads, p.codec_weights, &tts->codec,
+                                  buf, sizeof buf);
+                if (s != KZ_OK) throw Error(s, buf);
+                kz::check_model_files(talker_path,
+                                      mmproj_path);  // (after the loaders: their errors are the precise ones)
+                if (kz_cp_n_embd_in(tts->cp) != tts->file->hidden() ||
+                    kz_cp_cb0_vocab(tts->cp) != tts->file->codec_vocab()) {
+                    throw Error(KZ_ERR_FORMAT, std::string(mmproj_path) + " does not belong to " + talker_path +
+                                                   " (code predictor width or codec vocabulary differ)");
+                }
+                tts->batcher.reset(new kz::Batcher(*tts->talker, tts->cp));
+                for (int i = 0; i < p.max_batch; ++i) {
+                    tts->lanes.emplace_back(new Lane());
+                    tts->lanes.back()->slot = i;
+                    s = kz_codec_stream_new(tts->codec, &tts->lanes.back()->codec);
+                    if (s != KZ_OK) throw Error(s, kz_codec_last_error(tts->codec));
+                }
+                tts->mmproj_path = mmproj_path;
+                tts->n_threads = p.n_threads;
+                tts->sample_rate = kz_codec_sample_rate(tts->codec);
+                tts->samples_per_frame = kz_codec_samples_per_frame(tts->codec);
+                const kz::VoiceTable &v = tts->file->voices();
+                std::vector<std::string> speakers;
+                for (const auto &kv : v.speakers) speakers.push_back(kv.first);
+                tts->info = "{\"model_type\": " + kz::json_string(v.model_type) +
+                            ", \"sample_rate\": " + std::to_string(tts->sample_rate) +
+                            ", \"speakers\": " + kz::json_list(speakers) +
+                            ", \"languages\": " + kz::json_list(v.spoken_languages()) +
+                            ", \"supports_instruct\": " + (v.supports_instruct ? "true" : "false") +
+                            ", \"xvector_size\": " + std::to_string(tts->file->hidden()) + "}";
+            },
+            [&](const char *m) { kz::write_error(err, err_len, m); }, KZ_ERR_FORMAT);
+    });
+    loader.join();
     if (status == KZ_OK) *out = tts.release();
     return status;
 }
@@ -916,19 +1006,23 @@ KZ_API const char *kz_tts_model_info(const kz_tts *tts) { return tts ? tts->info
 
 KZ_API int32_t kz_tts_sample_rate(const kz_tts *tts) { return tts ? tts->sample_rate : 0; }
 
-KZ_API const char *kz_tts_last_error(const kz_tts *tts) { return tts ? tts->last_error.c_str() : "no handle"; }
+KZ_API const char *kz_tts_last_error(const kz_tts *tts) {
+    if (!tts) return "no handle";
+    return error_of == tts ? last_error.c_str() : "";
+}
 
 KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request, kz_tts_chunk_cb callback,
                              void *user_data, kz_tts_result *result) {
     if (!tts) return KZ_ERR_INVALID_ARGUMENT;
-    if (tts->busy.exchange(true)) {
-        return KZ_ERR_STATE;  // last_error belongs to the running request
+    Lane *lane = tts->take_lane();
+    if (!lane) {
+        set_error(tts, ALL_SEATS_TAKEN);
+        return KZ_ERR_STATE;
     }
-    tts->cancelled.store(false);
     kz_tts_result res{};
     res.struct_size = sizeof(kz_tts_result);
     res.first_audio_ms = -1;
-    tts->last_error.clear();
+    set_error(tts, "");
     int status = kz::run_guarded(
         [&] {
             if (!text || !request) throw Error(KZ_ERR_INVALID_ARGUMENT, "text and request are required");
@@ -941,22 +1035,24 @@ KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request
             if (result && result->struct_size != sizeof(kz_tts_result)) {
                 throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_result.struct_size must be sizeof(kz_tts_result)");
             }
-            const std::vector<Piece> pieces = tts->plan(text, *request);
-            tts->last_codes.clear();
+            const std::vector<Piece> pieces = tts->plan(text, *request, *lane);
             TextSource source(pieces);
-            tts->run(source, *request, callback, user_data, res);
+            tts->run(*lane, source, *request, callback, user_data, res);
         },
-        [&](const char *m) { tts->last_error = m; }, KZ_ERR_COMPUTE);
+        [&](const char *m) { set_error(tts, m); }, KZ_ERR_COMPUTE);
     if (result && result->struct_size == sizeof(kz_tts_result)) *result = res;
-    tts->busy.store(false);
+    tts->leave(lane);
     return status;
 }
 
 KZ_API void kz_tts_cancel(kz_tts *tts) {
     if (!tts) return;
-    tts->cancelled.store(true);
-    std::lock_guard<std::mutex> lock(tts->wake_mutex);
-    if (tts->wake) tts->wake();
+    std::lock_guard<std::mutex> lock(tts->lanes_mutex);
+    for (auto &lane : tts->lanes) {
+        if (!lane->taken) continue;
+        lane->cancelled.store(true);
+        if (lane->wake) lane->wake();
+    }
 }
 
 KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
@@ -966,13 +1062,13 @@ KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tt
         kz::write_error(err, err_len, "tts and out are required");
         return KZ_ERR_INVALID_ARGUMENT;
     }
-    if (tts->busy.exchange(true)) {
-        kz::write_error(err, err_len, "the handle is running another request (one at a time per handle)");
+    Lane *lane = tts->take_lane();
+    if (!lane) {
+        kz::write_error(err, err_len, ALL_SEATS_TAKEN);
         return KZ_ERR_STATE;
     }
-    tts->cancelled.store(false);
     std::unique_ptr<kz_tts_stream> stream(new kz_tts_stream());
-    stream->tts = tts, stream->callback = callback, stream->user = user_data;
+    stream->tts = tts, stream->lane = lane, stream->callback = callback, stream->user = user_data;
     const int status = kz::run_guarded(
         [&] {
             if (!request) throw Error(KZ_ERR_INVALID_ARGUMENT, "request is required");
@@ -986,8 +1082,8 @@ KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tt
             stream->prepare();
             kz_tts_stream *s = stream.get();
             {
-                std::lock_guard<std::mutex> lock(tts->wake_mutex);
-                tts->wake = [s] {
+                std::lock_guard<std::mutex> lock(tts->lanes_mutex);
+                lane->wake = [s] {
                     std::lock_guard<std::mutex> inbox_lock(s->inbox.mutex);
                     s->inbox.arrived.notify_all();
                 };
@@ -996,7 +1092,7 @@ KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tt
         },
         [&](const char *m) { kz::write_error(err, err_len, m); }, KZ_ERR_COMPUTE);
     if (status != KZ_OK) {
-        tts->busy.store(false);
+        tts->leave(lane);
         return status;
     }
     kz::write_error(err, err_len, "");
@@ -1028,11 +1124,11 @@ KZ_API int kz_tts_stream_finish(kz_tts_stream *stream, kz_tts_result *result) {
     const bool cut = !stream->inbox.partial.empty();  // (push and finish are the app's calls, in order)
     stream->end(cut);
     kz_tts *tts = stream->tts;
-    tts->last_error = stream->error;
+    set_error(tts, stream->error);
     int status = stream->status;
     if (cut && status == KZ_OK) {
         status = KZ_ERR_INVALID_ARGUMENT;
-        tts->last_error = "the text ends inside a UTF-8 character";
+        set_error(tts, "the text ends inside a UTF-8 character");
     }
     if (result && result->struct_size == sizeof(kz_tts_result)) *result = stream->result;
     return status;
@@ -1045,6 +1141,7 @@ KZ_API void kz_tts_stream_free(kz_tts_stream *stream) {
 
 KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacity) {
     if (!tts) return 0;
+    std::lock_guard<std::mutex> lock(tts->lanes_mutex);
     const size_t n = std::min(capacity, tts->last_codes.size());
     if (out && n) std::copy(tts->last_codes.begin(), tts->last_codes.begin() + long(n), out);
     return int32_t(tts->last_codes.size() / N_CODEBOOKS);
@@ -1054,18 +1151,26 @@ KZ_API int kz_tts_enroll(kz_tts *tts, const float *pcm, int64_t n_samples, int32
                          float ref_silence, kz_voice **out) {
     if (out) *out = nullptr;
     if (!tts) return KZ_ERR_INVALID_ARGUMENT;
-    if (tts->busy.exchange(true)) return KZ_ERR_STATE;  // last_error belongs to the running request
-    tts->last_error.clear();
+    Lane *lane = tts->take_lane();  // (enrolment takes a seat: it computes as a request does)
+    if (!lane) {
+        set_error(tts, ALL_SEATS_TAKEN);
+        return KZ_ERR_STATE;
+    }
+    set_error(tts, "");
     const int status = kz::run_guarded(
         [&] {
             if (!out) throw Error(KZ_ERR_INVALID_ARGUMENT, "kz_tts_enroll needs an output voice");
+            std::lock_guard<std::mutex> lock(tts->model_mutex);
             kz::EnrollModel m{
                 tts->file->voices().model_type, tts->mmproj_path,      tts->file->hidden(), tts->n_threads,
                 &tts->speaker_encoder_sha256,   &tts->speaker_encoder, &tts->codec_encoder};
             *out = kz::enroll(m, pcm, n_samples, sample_rate, ref_text, ref_silence);
         },
-        [&](const char *m) { tts->last_error = m; }, KZ_ERR_COMPUTE);
-    tts->busy.store(false);
+        [&](const char *m) { set_error(tts, m); }, KZ_ERR_COMPUTE);
+    {
+        std::lock_guard<std::mutex> lock(tts->lanes_mutex);
+        lane->taken = false;  // (last_codes stay those of the last request)
+    }
     return status;
 }
 

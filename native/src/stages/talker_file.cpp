@@ -1,6 +1,8 @@
 // The talker GGUF's voices and embedding rows (see talker_file.h).
 #include "stages/talker_file.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -195,7 +197,8 @@ std::vector<float> TalkerFile::rows(const std::vector<int32_t> &ids, int offset)
             throw Error(KZ_ERR_INVALID_ARGUMENT,
                         "embedding row " + std::to_string(ids[i]) + " out of range 0.." + std::to_string(limit - 1));
         const uint64_t at = embd_offset_ + uint64_t(ids[i] + offset) * row_bytes_;
-        if (fseeko(f_, off_t(at), SEEK_SET) != 0 || std::fread(raw.data(), 1, row_bytes_, f_) != row_bytes_) {
+        // (pread: the requests said at once read rows from their threads; a seek and a read would interleave)
+        if (::pread(fileno(f_), raw.data(), row_bytes_, off_t(at)) != ssize_t(row_bytes_)) {
             throw Error(KZ_ERR_IO, path_ + ": cannot read token_embd row (truncated?)");
         }
         float *dst = &out[i * size_t(hidden_)];
