@@ -54,6 +54,38 @@ def run_script(
 
 
 @pytest.fixture(scope="session")
+def native_tests(tmp_path_factory) -> pathlib.Path:
+    """Builds (once per session) native/tests for this host, against the llama-cpp-python of this
+    environment and the llama.cpp sources of its release (`make llama-src`): the build directory,
+    whose tests/ holds golden_check and talker_slots."""
+    import llama_cpp
+
+    cache = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts"))
+    llama_src = cache / "src" / f"llama_cpp_python-{llama_cpp.__version__}" / "vendor" / "llama.cpp"
+    if not (llama_src / "include" / "llama.h").exists():
+        pytest.skip(f"llama.cpp sources missing ({llama_src}): run `make llama-src`")
+    build = tmp_path_factory.mktemp("native-tests-build")
+    lib_dir = pathlib.Path(llama_cpp.__file__).parent / "lib"
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            REPO / "native",
+            "-B",
+            build,
+            "-DKAZETTS_GOLDEN_CHECK=ON",
+            f"-DGGML_INCLUDE_DIR={llama_src / 'ggml' / 'include'}",
+            f"-DLLAMA_INCLUDE_DIR={llama_src / 'include'}",
+            f"-DGGML_LIB_DIR={lib_dir}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["cmake", "--build", build, "-j2"], check=True, capture_output=True)
+    return build
+
+
+@pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
     """Builds (once per session) tiny synthetic checkpoints: tiny_checkpoint(preset, type, seed)."""
     from kazetts.synthetic.checkpoint import make_checkpoint

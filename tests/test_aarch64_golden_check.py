@@ -5,51 +5,22 @@ conv gemm check (kz::conv_gemm_op against a scalar reference, bit for bit) and i
 
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
 import subprocess
 import sys
 
-import llama_cpp
 import numpy as np
 import pytest
 
-from conftest import DUMPS, REPO, run_script
+from conftest import DUMPS, run_script
 
 CASE = "cv_english_stream"
-LLAMA_SRC = (
-    pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts"))
-    / "src"
-    / f"llama_cpp_python-{llama_cpp.__version__}"
-    / "vendor"
-    / "llama.cpp"
-)
 
 
 @pytest.fixture(scope="module")
-def golden_check(tmp_path_factory) -> pathlib.Path:
-    if not (LLAMA_SRC / "include" / "llama.h").exists():
-        pytest.skip(f"llama.cpp sources missing ({LLAMA_SRC}): run `make llama-src`")
-    build = tmp_path_factory.mktemp("golden-check-build")
-    lib_dir = pathlib.Path(llama_cpp.__file__).parent / "lib"
-    subprocess.run(
-        [
-            "cmake",
-            "-S",
-            REPO / "native",
-            "-B",
-            build,
-            "-DKAZETTS_GOLDEN_CHECK=ON",
-            f"-DGGML_INCLUDE_DIR={LLAMA_SRC / 'ggml' / 'include'}",
-            f"-DLLAMA_INCLUDE_DIR={LLAMA_SRC / 'include'}",
-            f"-DGGML_LIB_DIR={lib_dir}",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(["cmake", "--build", build, "-j2"], check=True, capture_output=True)
-    return build / "tests" / "golden_check"
+def golden_check(native_tests) -> pathlib.Path:
+    return native_tests / "tests" / "golden_check"
 
 
 def _corrupt(case_dir: pathlib.Path) -> None:
