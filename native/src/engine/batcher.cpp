@@ -18,17 +18,21 @@ void Batcher::count(int delta) {
 }
 
 int Batcher::talker_step(int slot, const float *embeddings, int n, int reset_positions) {
-    Job job{Kind::talker, slot, embeddings, n, reset_positions, 0, {}, nullptr, nullptr};
+    Job job;
+    job.kind = Kind::talker, job.slot = slot, job.embeddings = embeddings, job.n = n;
+    job.reset_positions = reset_positions;
     return submit(job);
 }
 
 int Batcher::cp_frame(int slot, int32_t cb0, const kz_cp_sampling &sampling, int32_t *codes, float *embedding_sum) {
-    Job job{Kind::cp, slot, talker_.hidden(slot), 1, -1, cb0, sampling, codes, embedding_sum};
+    Job job;
+    job.kind = Kind::cp, job.slot = slot, job.embeddings = talker_.hidden(slot), job.n = 1;
+    job.cb0 = cb0, job.sampling = sampling, job.codes = codes, job.embedding_sum = embedding_sum;
     return submit(job);
 }
 
 void Batcher::solo(const std::function<void()> &fn) {
-    Job job{Kind::solo, -1, nullptr, 0, -1, 0, {}, nullptr, nullptr};
+    Job job;
     job.fn = &fn;
     submit(job);
 }

@@ -88,19 +88,19 @@ class Batcher {
   private:
     enum class Kind { talker, cp, solo };
     struct Job {
-        Kind kind;
-        int slot;
-        const float *embeddings;  // talker: n rows; cp: the talker's hidden state
-        int n, reset_positions;
-        int32_t cb0;
-        kz_cp_sampling sampling;
-        int32_t *codes;
-        float *embedding_sum;
+        Kind kind = Kind::solo;
+        int slot = -1;
+        const float *embeddings = nullptr;  // talker: n rows; cp: the talker's hidden state
+        int n = 0, reset_positions = -1;
+        int32_t cb0 = 0;
+        kz_cp_sampling sampling{};
+        int32_t *codes = nullptr;
+        float *embedding_sum = nullptr;
+        const std::function<void()> *fn = nullptr;  // solo
         bool done = false;
         int batch = 0;   // jobs run together
         int status = 0;  // KZ_OK, or the error of its batch
         std::string error;
-        const std::function<void()> *fn = nullptr;  // solo
     };
 
     void count(int delta);  // present_ += delta
