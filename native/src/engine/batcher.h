@@ -2,14 +2,14 @@
 // its own frame loop on its own thread; for the two stages whose cost is reading their weights
 // (the talker, the code predictor) it hands in its next step here and waits. When every request
 // in its frame loop has handed one in (those waiting for text, the codec or their callback are
-// away and not waited for), the batcher's own thread runs them all: the talker steps as one decode
-// (a row per request, each its own sequence: a newcomer's prefill rides along), the code
-// predictor frames as one kz_cp_predict_frames (one pass over the weights for all). Each
-// request's results are those of its step alone, bit for bit (the stages' products compute each
-// column on its own), so batching changes no code and no sample. One thread computes every
-// batch, and the requests' codec pushes too (solo): ggml's OpenMP team stays that thread's. With a
-// team per request thread, the idle teams' spinning took the cores from the working one: a
-// request alone from another thread than the loader's ran ~1.6x slower (x86 test machine).
+// away and not waited for), the batcher's own thread runs them all: the talker steps as one call
+// (a row per request, each its own sequence; a newcomer's prefill is decoded on its own there,
+// as Talker::step_slots keeps a prompt's bits), the code predictor frames as one
+// kz_cp_predict_frames (one pass over the weights for all). Each request's results are those of
+// its step alone, bit for bit, so batching changes no code and no sample. One thread computes
+// every batch, and the requests' codec pushes too (solo): ggml's OpenMP team stays that
+// thread's. With a team per request thread, the idle teams' spinning took the cores from the
+// working one: a request alone from another thread than the loader's ran ~1.6x slower (x86).
 #pragma once
 
 #include <condition_variable>

@@ -83,11 +83,10 @@ struct CodecJob {
 
 // A request's codec pushes on its own codec stream, decoded in the order they were pushed: at once
 // on the batcher's thread (serial), or by one worker thread while the caller makes the next frames
-// (overlap). Either way
-// the caller takes the decoded jobs back in order with pop() and delivers them itself, so the
-// callbacks stay on its thread. Two ggml computations from two host threads are safe with the
-// shipped ggml: each compute makes its own threadpool state and OpenMP team, and the codec and
-// the talker / code predictor own separate backends and buffers.
+// (overlap). Either way the caller takes the decoded jobs back in order with pop() and delivers
+// them itself, so the callbacks stay on its thread. Two ggml computations from two host threads
+// are safe with the shipped ggml: each compute makes its own threadpool state and OpenMP team,
+// and the codec and the talker / code predictor own separate backends and buffers.
 class CodecPipeline {
   public:
     CodecPipeline(kz_codec_stream *codec, int samples_per_frame, bool overlap, kz::Batcher &batcher)
