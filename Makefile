@@ -115,7 +115,7 @@ ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-
 	$(ASAN_RUN) KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py tests/test_speaker_encoder.py tests/test_voice_clone.py \
 	tests/test_voice.py tests/test_text_split.py tests/test_time_stretch.py tests/test_text_stream.py \
-	tests/test_native_text_stream.py tests/test_native_enroll.py
+	tests/test_native_text_stream.py tests/test_native_enroll.py tests/test_tts_batch.py
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or talker_sampler or end_of_speech or min_frames or rng or model_info or \

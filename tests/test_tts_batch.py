@@ -153,3 +153,36 @@ def test_bad_max_batch_and_queue(q8_model):
         TTS(*q8_model, max_batch=17)
     with pytest.raises(ValueError, match="queue"):
         TTS(*q8_model, queue=-1)
+
+
+def test_cloned_voices_together_equal_alone(tiny_gguf):
+    """Base model: ICL from a reference recording (enrolled inside the request), x-vector only,
+    and an enrolled voice (its reference codes embedded between the batches) said at once give
+    what each gives alone."""
+    talker, mmproj = tiny_gguf("tiny", "base", "f32")
+    t = np.arange(2 * 24000) / 24000
+    recording = (0.3 * np.sin(2 * np.pi * (180 + 60 * t) * t)).astype(np.float32), 24000
+    with TTS(talker, mmproj, threads=2, codec_weights="f32") as lone:
+        voice = lone.enroll(recording, ref_text="A short reference.")
+    requests = [
+        dict(ref_audio=recording, ref_text="A short reference.", greedy=True, max_frames=8),
+        dict(ref_audio=recording, xvector_only=True, seed=5, max_frames=9),
+        dict(voice=voice, seed=9, max_frames=7, chunk_frames=2),
+    ]
+
+    def say(tts, options):
+        result = tts.synthesize("Hello from a cloned voice.", **options)
+        return result.codes, result.audio
+
+    with TTS(talker, mmproj, threads=2, codec_weights="f32") as lone:
+        alone = [say(lone, r) for r in requests]
+    results = [None] * len(requests)
+    with TTS(talker, mmproj, threads=2, codec_weights="f32", max_batch=len(requests)) as tts:
+        threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, say(tts, requests[i]))) for i in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    for i, (got, want) in enumerate(zip(results, alone)):
+        assert got is not None, i
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), i
