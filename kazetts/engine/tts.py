@@ -31,7 +31,7 @@ import numpy as np
 
 from kazetts import native
 from kazetts.errors import KazettsError, ModelFileError
-from kazetts.request import MAX_THREADS, Request, check_int, check_text_length, make_request
+from kazetts.request import MAX_BATCH, MAX_THREADS, Request, check_int, check_text_length, make_request
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
@@ -61,7 +61,6 @@ from kazetts.engine.time_stretch import stretch_chunks
 from kazetts.engine.voice import ModelFingerprint, Voice, enroll
 
 FRAME_SECONDS = 0.08
-MAX_BATCH = 16  # requests at once (kz_tts_params.max_batch's bound, KZ_TTS_MAX_BATCH)
 MIN_CONTEXT = 16  # talker positions: the native engine's floor too (kz_tts_load)
 PIECE_CHARS = 300  # pieces of long text, in characters (a text that fits is said in one generation)
 NO_CODEC_ENCODER = (
