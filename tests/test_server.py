@@ -773,3 +773,38 @@ def test_kazetts_serve_bad_model_dir_is_one_line():
         timeout=120,
     )
     assert run.returncode == 2 and "exactly one *-talker-*.gguf" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_load_test_script_runs_and_its_checks_fail_on_bad_audio(tiny_gguf, tmp_path):
+    """scripts/load_test.py against kazetts serve --max-batch 2 (2 clients, a few seconds): every
+    response complete, exit 0; its audio check refuses a cut FLAC and an odd PCM."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import load_test
+
+    flac = io.BytesIO()
+    soundfile.write(flac, np.sin(np.arange(4800) / 10).astype(np.float32), 24000, format="FLAC")
+    assert load_test.audio_seconds("flac", False, flac.getvalue()) == pytest.approx(0.2)
+    assert load_test.audio_seconds("flac", False, flac.getvalue()[:200]) == 0
+    assert load_test.audio_seconds("pcm", False, b"\0" * 7) == 0
+    talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
+    out = tmp_path / "load.json"
+    run = subprocess.run(
+        [sys.executable, "scripts/load_test.py", "--model", str(talker.parent), "--clients", "2", "--seconds", "6"]
+        + [
+            "--max-frames",
+            "2",
+            "--max-batch",
+            "2",
+            "--json",
+            str(out),
+            "--rss-growth-mb",
+            "1e9",
+        ],  # (a 6 s run's RSS says nothing)
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    figures = json.loads(out.read_text())
+    assert figures["max_batch"] == 2 and figures["served_complete"] >= 1 and figures["bad_audio"] == 0
