@@ -63,7 +63,8 @@ KZ_API void kz_batch_leave(kz_batch_member *member) {
 KZ_API int kz_batch_talker_step(kz_batch *batch, int32_t slot, const float *embeddings, int32_t n,
                                 int32_t reset_positions, int32_t *together) {
     return guarded([&] {
-        if (!batch || !embeddings || n < 1) throw kz::Error(KZ_ERR_INVALID_ARGUMENT, "null batch or embeddings, or n < 1");
+        if (!batch || !embeddings || n < 1)
+            throw kz::Error(KZ_ERR_INVALID_ARGUMENT, "null batch or embeddings, or n < 1");
         const int t = batch->batcher.talker_step(slot, embeddings, n, reset_positions);
         if (together) *together = t;
     });
