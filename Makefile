@@ -119,7 +119,7 @@ ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or talker_sampler or end_of_speech or min_frames or rng or model_info or \
-	base_xvector or seed and 3 or nan_logits or same_voices or longer_than or together or more_than_max_batch
+	base_xvector or seed and 3 or nan_logits or same_voices or longer_than or together or more_than_max_batch or waits_in_the_queue
 $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DKAZETTS_GOLDEN_CHECK=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR= -DKAZETTS_SOXR_SRC=$(SOXR_SRC)

@@ -10,8 +10,8 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  *
  * <p>Up to {@link Config#maxBatch} requests at a time (default 1), each from its own thread
  * ({@code generate}, {@code stream}, {@code enroll}): their frames are computed together, each
- * request getting the audio it gets alone; one more throws {@link KazeTtsException}
- * (KZ_ERR_STATE). {@link #cancel()} may be called from any thread (Android's
+ * request getting the audio it gets alone; more wait for a seat ({@link Config#queue}) or throw
+ * {@link IllegalStateException} (KZ_ERR_STATE). {@link #cancel()} may be called from any thread (Android's
  * {@code TextToSpeechService.onStop}); the running requests then end within one frame.
  * {@link #close()} cancels, waits for the running requests and frees the model; closing twice is
  * allowed. Text and strings cross JNI as UTF-8 bytes.
@@ -45,6 +45,8 @@ public final class KazeTts implements AutoCloseable {
          * frames are computed together; each live request holds its own talker KV cache.
          */
         public int maxBatch = 1;
+        /** Requests that may wait for a seat beyond maxBatch, in arrival order (default 0: refused at once). */
+        public int queue = 0;
     }
 
     /**
@@ -159,7 +161,7 @@ public final class KazeTts implements AutoCloseable {
         }
         handle = nativeLoad(utf8(talkerPath), utf8(mmprojPath), config.threads,
                 config.codecWeights == CodecWeights.F32 ? 0 : 1, config.contextSize, config.codecThreads,
-                config.maxBatch);
+                config.maxBatch, config.queue);
         info = new String(nativeModelInfo(handle), StandardCharsets.UTF_8);
     }
 
@@ -400,7 +402,7 @@ public final class KazeTts implements AutoCloseable {
 
     private static native long nativeDefaultOptions(int[] ints, float[] floats);
     private static native long nativeLoad(byte[] talker, byte[] mmproj, int threads, int codecWeights, int nCtx,
-                                          int codecThreads, int maxBatch);
+                                          int codecThreads, int maxBatch, int queue);
     private static native void nativeFree(long handle);
     private static native void nativeCancel(long handle);
     private static native byte[] nativeModelInfo(long handle);
