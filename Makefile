@@ -115,11 +115,11 @@ ASAN_ENV   = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-
 	$(ASAN_RUN) KAZETTS_NATIVE_LIB=$(ASAN_LIB)
 ASAN_TESTS := tests/test_native.py tests/test_code_predictor.py tests/test_codec.py tests/test_speaker_encoder.py tests/test_voice_clone.py \
 	tests/test_voice.py tests/test_text_split.py tests/test_time_stretch.py tests/test_text_stream.py \
-	tests/test_native_text_stream.py tests/test_native_enroll.py
+	tests/test_native_text_stream.py tests/test_native_enroll.py tests/test_tts_batch.py
 # the TTS engine (kazetts/tts.h) driven through ctypes: requests, cancel, the rules on their own
 ASAN_ENGINE_TESTS := cancel or bad_requests or instruct_rules or load_errors or beyond_the_context or \
 	stream_first or talker_sampler or end_of_speech or min_frames or rng or model_info or \
-	base_xvector or seed and 3 or nan_logits or same_voices or longer_than or together or more_than_max_batch
+	base_xvector or seed and 3 or nan_logits or same_voices or longer_than or together or more_than_max_batch or waits_in_the_queue
 $(ASAN_LIB): $(VENV)/.native $(NATIVE_SRC) $(wildcard native/tests/*)
 	cmake -S native -B build/asan -DKAZETTS_SANITIZE=ON -DKAZETTS_GOLDEN_CHECK=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DPython3_EXECUTABLE=$(abspath $(VENV)/bin/python) -DGGML_INCLUDE_DIR= -DGGML_LIB_DIR= -DKAZETTS_SOXR_SRC=$(SOXR_SRC)

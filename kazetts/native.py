@@ -17,7 +17,7 @@ import pathlib
 
 from kazetts.errors import KazettsError
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 LIB_ENV = "KAZETTS_NATIVE_LIB"
 LIB_NAME = "libkazetts.so"
 REINSTALL = (

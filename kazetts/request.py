@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_BATCH = 16  # requests at once on one model (kz_tts_params.max_batch's bound, KZ_TTS_MAX_BATCH)
 MAX_SEED = 2**63 - 1  # the native engine's request takes an int64 seed: both engines then draw alike
 MAX_TOP_K = 2**31 - 1  # the native request's int32; any top_k >= the vocabulary keeps every token
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # `speed`: the output's time-stretch (kazetts.engine.time_stretch)

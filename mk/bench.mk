@@ -2,7 +2,9 @@
 #   make llama-tts     build llama-tts once per machine from the same llama-cpp-python sdist
 #   make bench         full run (0.6b, F16 + Q8_0, threads 1 and 2; ~minutes), recorded as data in
 #                      docs/bench/runs/<UTC date>-<commit>.json (commit it), chart in docs/benchmarks.png;
-#                      python3 scripts/bench_report.py docs/bench/runs prints the latest run's tables
+#                      python3 scripts/bench_report.py docs/bench/runs prints the latest run's tables;
+#                      then the concurrency tables (bench_concurrency.py: 1/2/4/8 requests at once on
+#                      0.6b Q8_0, 2 threads, both engines)
 #   make bench-smoke   reduced run (Q8_0, 2 threads, 8 frames) that keeps the harness working; on
 #                      0.6b because llama-tts hard-codes the real codec's shapes (tiny cannot load)
 # llama-tts is compiled for the native CPU like the wheel, so its build is keyed the same way.
@@ -24,6 +26,8 @@ $(LLAMA_TTS): $(LLAMA_SRC)/.unpacked
 bench: setup ref $(LLAMA_TTS)
 	$(VENV)/bin/python scripts/bench.py --llama-tts $(LLAMA_TTS) --record docs/bench/runs \
 		--chart docs/benchmarks.png $(BENCH_ARGS)
+	$(VENV)/bin/python scripts/bench_concurrency.py --engine native
+	$(VENV)/bin/python scripts/bench_concurrency.py --engine python
 
 bench-smoke: setup ref $(LLAMA_TTS)
 	$(VENV)/bin/python scripts/bench.py --llama-tts $(LLAMA_TTS) --weights q8_0 --variants --threads 2 --frames 8 \

@@ -395,7 +395,7 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
 
-    from kazetts.stages.talker import extra_buffers_are_safe
+    from kazetts.stages.talker import extra_buffers
     from kazetts.stages.talker_file import TalkerFile
 
     runs = plan(a)
@@ -406,7 +406,7 @@ def main() -> int:
     files["checkpoint"] = checkpoint(a.preset, BASE, a.seed)
     first = TalkerFile(model_files(a.preset, a.weights[0], BASE, a.seed)[0])
     files["eos_token"] = first.text_vocab_size + first.voices.codec_eos
-    files["repack"] = extra_buffers_are_safe()  # llama-tts's buffers as kazetts's talker chooses them
+    files["repack"] = extra_buffers()  # llama-tts's buffers as kazetts's talker chooses them
     wav = speaker_wav(a.out / "speaker.wav")
     voice = {"wav": wav, "xvector": xvector(files["checkpoint"], wav)}
     if CUSTOM_VOICE in a.models:

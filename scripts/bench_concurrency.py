@@ -1,8 +1,8 @@
-"""Several listeners at once on one model (issue #30): the native engine with max_batch requests
-said together, each from its own thread.
+"""Several listeners at once on one model (issue #30): an engine with max_batch requests said
+together, each from its own thread.
 
-    .venv/bin/python scripts/bench_concurrency.py [--preset 0.6b] [--weights q8_0] [--threads 2]
-                     [--clients 1 2 4 8] [--frames 64] [--rounds 3]
+    .venv/bin/python scripts/bench_concurrency.py [--engine native|python] [--preset 0.6b]
+                     [--weights q8_0] [--threads 2] [--clients 1 2 4 8] [--frames 64] [--rounds 3]
 
 Every request says the benchmark's 20-word paragraph (scripts/bench_common.TEXT) with the Base
 model's x-vector (as `make bench`), sampled with its own seed, held to exactly --frames frames
@@ -33,14 +33,39 @@ from bench_common import CACHE, TEXT, checkpoint, converted, peak_rss_mb  # noqa
 FRAME_SECONDS = 0.08  # 12.5 frames a second
 
 
+def say(tts, xvector: np.ndarray, seed: int, frames: int) -> dict:
+    """One request: its frames, total and first-audio ms (from the call), most stepping together."""
+    options = dict(xvector=xvector, seed=seed, max_frames=frames, min_frames=frames)
+    if not hasattr(tts, "stream"):  # the native engine (NativeTTS) times itself
+        r = tts.synthesize(TEXT, **options)
+        return {
+            "frames": len(r.codes),
+            "ms": r.timings["total_ms"],
+            "first_ms": r.timings["first_audio_ms"],
+            "batch_max": r.batch_max,
+        }
+    start, first, n = time.perf_counter(), None, 0
+    stream = tts.stream(TEXT, **options)
+    for chunk in stream:
+        first = first or time.perf_counter()
+        n += len(chunk.codes)
+    end = time.perf_counter()
+    return {
+        "frames": n,
+        "ms": 1000 * (end - start),
+        "first_ms": 1000 * (first - start),
+        "batch_max": stream.timings["batch_max"],
+    }
+
+
 def run_clients(tts, n: int, xvector: np.ndarray, frames: int) -> dict:
-    """n requests at once: wall seconds and each request's Synthesis."""
+    """n requests at once: wall seconds and each request's figures (say)."""
     results: list = [None] * n
     start = threading.Barrier(n + 1)
 
     def client(i):
         start.wait()
-        results[i] = tts.synthesize(TEXT, xvector=xvector, seed=i, max_frames=frames, min_frames=frames)
+        results[i] = say(tts, xvector, i, frames)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
     for t in threads:
@@ -54,6 +79,7 @@ def run_clients(tts, n: int, xvector: np.ndarray, frames: int) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", choices=["native", "python"], default="native")
     ap.add_argument("--preset", default="0.6b")
     ap.add_argument("--weights", default="q8_0")
     ap.add_argument("--threads", type=int, default=2)
@@ -63,13 +89,15 @@ def main():
     a = ap.parse_args()
     import bench
     from kazetts.engine.native_tts import NativeTTS
+    from kazetts.engine.tts import TTS
 
     talker, mmproj = converted(a.preset, a.weights, "base")
     wav = bench.speaker_wav(CACHE / "bench-speaker.wav")
     xvector = np.load(bench.xvector(checkpoint(a.preset, "base"), wav)).astype(np.float32)
     print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
-    tts = NativeTTS(talker, mmproj, threads=a.threads, max_batch=max(a.clients))
-    tts.synthesize(TEXT, xvector=xvector, seed=0, max_frames=4)  # warm-up
+    engine = NativeTTS if a.engine == "native" else TTS
+    tts = engine(talker, mmproj, threads=a.threads, max_batch=max(a.clients))
+    say(tts, xvector, 0, 4)  # warm-up
     peaks = {}
     for n in sorted(a.clients):  # memory: the high-water mark after each N, N increasing
         run_clients(tts, n, xvector, a.frames)
@@ -83,9 +111,9 @@ def main():
     rows = []
     base = None
     for n in a.clients:
-        audio = [sum(len(s.codes) for s in run["results"]) * FRAME_SECONDS / run["wall"] for run in runs[n]]
-        per_frame = [s.timings["total_ms"] / len(s.codes) for run in runs[n] for s in run["results"]]
-        first = [s.timings["first_audio_ms"] for run in runs[n] for s in run["results"]]
+        audio = [sum(s["frames"] for s in run["results"]) * FRAME_SECONDS / run["wall"] for run in runs[n]]
+        per_frame = [s["ms"] / s["frames"] for run in runs[n] for s in run["results"]]
+        first = [s["first_ms"] for run in runs[n] for s in run["results"]]
         row = {
             "clients": n,
             "aggregate_audio_s_per_s": float(np.median(audio)),
@@ -93,7 +121,7 @@ def main():
             "rtf": float(np.median(per_frame)) / (1000 * FRAME_SECONDS),
             "first_audio_p50_ms": float(np.percentile(first, 50)),
             "first_audio_p95_ms": float(np.percentile(first, 95)),
-            "batch_max": max(s.batch_max for run in runs[n] for s in run["results"]),
+            "batch_max": max(s["batch_max"] for run in runs[n] for s in run["results"]),
             "peak_rss_mb": peaks[n],
         }
         base = base or row["aggregate_audio_s_per_s"]
@@ -114,7 +142,16 @@ def main():
     if len(ns) > 1:
         print(f"peak RSS per extra stream: {(peaks[ns[-1]] - peaks[ns[0]]) / (ns[-1] - ns[0]):.1f} MB")
     print(
-        json.dumps({"preset": a.preset, "weights": a.weights, "threads": a.threads, "frames": a.frames, "rows": rows})
+        json.dumps(
+            {
+                "engine": a.engine,
+                "preset": a.preset,
+                "weights": a.weights,
+                "threads": a.threads,
+                "frames": a.frames,
+                "rows": rows,
+            }
+        )
     )
 
 

@@ -11,7 +11,7 @@ the work the other engines do:
 - `--top-k 1 --temp 0`: greedy talker and code predictor;
 - `--no-repack` where kazetts's talker goes without llama.cpp's extra CPU buffer types too (on
   AMX CPUs, where a GCC 12 build of ggml dies of SIGILL in ggml_backend_amx_mul_mat on any batch of
-  2+ rows: see kazetts.stages.talker.extra_buffers_are_safe; llama-tts has `-ot` tensor overrides,
+  2+ rows: see kz_talker_model_params in native/include/kazetts/talker.h; llama-tts has `-ot` tensor overrides,
   but every AMX-resident weight meets the prompt batch, so no narrower choice exists);
 - `-c N_CTX`: the talker context kazetts allocates (its default is the model's 32768 positions);
 - OMP_THREAD_LIMIT=threads in its environment: its mtmd context (code predictor, codec, speaker

@@ -3,8 +3,8 @@
     .venv/bin/python scripts/bench_memory.py TALKER MMPROJ --xvector X.npy [--engine python|native]
                      [--text T] [--frames 64] [--threads 2] [--text-streaming]
 
-Loads the engine one stage at a time (Python engine: the talker's weights, its llama.cpp context,
-the code predictor, the codec decoder; the native engine loads in one call), then runs a short
+Loads the engine one stage at a time (Python engine: the talker, its weights and llama.cpp
+context, the code predictor, the codec decoder; the native engine loads in one call), then runs a short
 warm-up request and one request of --frames frames, as scripts/bench_kazetts.py does, and reads
 /proc/self after every step: RSS split into anonymous memory and file pages (the GGUF files
 llama.cpp maps), the high-water mark (VmHWM: a step whose peak exceeds the RSS it leaves staged
@@ -73,8 +73,7 @@ class Budget:
 
 
 def python_engine(a, budget: Budget, request):
-    """kazetts.TTS, with a checkpoint after each stage it loads (the talker's weights before its context)."""
-    import llama_cpp
+    """kazetts.TTS, with a checkpoint after each stage it loads."""
     from bench_kazetts import forbid_eos
 
     from kazetts.engine import tts as engine
@@ -87,17 +86,8 @@ def python_engine(a, budget: Budget, request):
 
         return load
 
-    init_context = llama_cpp.llama_init_from_model
-
-    def context(*args):
-        # the first context follows the weights' load; a later one (a longer request's) is part
-        # of the request, not a load step: only the first call is marked
-        llama_cpp.llama_init_from_model = init_context
-        budget.mark("talker weights (llama.cpp model)")
-        return init_context(*args)
-
-    llama_cpp.llama_init_from_model = context
-    engine.Talker = after(engine.Talker, "talker context (KV cache, compute and output buffers)")
+    # (libkazetts loads the talker's weights and makes its first context in one call)
+    engine.Talker = after(engine.Talker, "talker (llama.cpp model; context: KV cache, compute and output buffers)")
     engine.CodePredictor = after(engine.CodePredictor, "code predictor")
     engine.CodecDecoder = after(engine.CodecDecoder, "codec decoder")
     tts = engine.TTS(a.talker, a.mmproj, threads=a.threads, codec_weights=a.codec)

@@ -2,14 +2,16 @@
 """Load test of `kazetts serve` on this machine's loopback: N concurrent clients for a bounded
 time and a bounded number of requests, every response checked, the server's RSS sampled.
 
-    .venv/bin/python scripts/load_test.py --model models/tiny --clients 8 --seconds 180
+    .venv/bin/python scripts/load_test.py --model models/tiny --clients 8 --seconds 180 [--max-batch 4]
 
 It starts `kazetts serve` on 127.0.0.1 (a free port), waits for /health, then each client loops:
 POST /v1/audio/speech with a random text, format (pcm, wav, flac, opus) and stream_format (audio,
 sse); every 8th request of a client reads its first audio and hangs up (its slot must come
 free). A 429 is counted as a queue rejection and retried after its Retry-After. Figures (served,
-errors by status, p50/p95 first-audio and total latency, rejections, hang-ups, RSS over time)
-are printed as Markdown and written to --json.
+errors by status, p50/p95 first-audio and total latency, per-request real-time factor, audio
+seconds per wall second, rejections, hang-ups, RSS over time) are printed as Markdown and
+written to --json. Fails (exit 1) on a response that is not complete audio, a 5xx, a broken
+response, or RSS growing more than --rss-growth-mb after the first quarter of the run.
 """
 
 from __future__ import annotations
@@ -55,17 +57,20 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def check_audio(fmt: str, sse: bool, body: bytes) -> bool:
-    """The response is complete and decodes to audio."""
+def audio_seconds(fmt: str, sse: bool, body: bytes) -> float:
+    """The seconds of audio of a complete response that decodes; 0 for anything else."""
     if sse:
         events = [json.loads(line[6:]) for line in body.decode().split("\n") if line.startswith("data: ")]
         if not events or events[-1]["type"] != "speech.audio.done":
-            return False
+            return 0.0
         body = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
     if fmt == "pcm":
-        return len(body) > 0 and len(body) % 2 == 0
-    audio, _ = soundfile.read(io.BytesIO(body), dtype="float32")
-    return len(audio) > 0 and bool(np.isfinite(audio).all())
+        return len(body) / 2 / 24000 if len(body) % 2 == 0 else 0.0
+    try:
+        audio, rate = soundfile.read(io.BytesIO(body), dtype="float32")
+    except (soundfile.LibsndfileError, RuntimeError):
+        return 0.0
+    return len(audio) / rate if bool(np.isfinite(audio).all()) else 0.0
 
 
 class Stats:
@@ -75,6 +80,8 @@ class Stats:
         self.status: dict[int, int] = {}
         self.first: list[float] = []
         self.total: list[float] = []
+        self.rtf: list[float] = []  # per complete request: total / its audio seconds
+        self.audio = 0.0
 
 
 def client_loop(url: str, rng: random.Random, stats: Stats, stop_at: float, budget: list[int]) -> None:
@@ -110,13 +117,16 @@ def client_loop(url: str, rng: random.Random, stats: Stats, stop_at: float, budg
                     continue
                 data = first + response.read()
                 total = time.perf_counter() - start
-                ok = check_audio(fmt, sse, data)
+                seconds = audio_seconds(fmt, sse, data)
                 with stats.lock:
                     stats.status[200] = stats.status.get(200, 0) + 1
-                    stats.served += ok
-                    stats.bad_audio += not ok
+                    stats.served += seconds > 0
+                    stats.bad_audio += seconds == 0
                     stats.first.append(first_at)
                     stats.total.append(total)
+                    if seconds > 0:
+                        stats.audio += seconds
+                        stats.rtf.append(total / seconds)
         except urllib.error.HTTPError as error:
             error.read()
             with stats.lock:
@@ -143,6 +153,8 @@ def main() -> int:
     p.add_argument("--max-frames", type=int, default=3, help="frame cap per request (the server's --max-frames)")
     p.add_argument("--queue", type=int, default=4, help="the server's --queue (small, so that 429 happens)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-batch", type=int, default=1, help="the server's --max-batch")
+    p.add_argument("--rss-growth-mb", type=float, default=32.0, help="most RSS growth after the first quarter")
     p.add_argument("--json", default=None, help="write the figures here")
     args = p.parse_args()
     seconds = min(args.seconds, 900.0)
@@ -165,6 +177,8 @@ def main() -> int:
             str(args.max_frames),
             "--threads",
             str(args.threads),
+            "--max-batch",
+            str(args.max_batch),
         ],
         stderr=subprocess.DEVNULL,
     )
@@ -195,8 +209,11 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(30)
+    wall = time.time() - start
+    warm = next((m for t, m in rss if t >= wall / 4), rss[-1][1])
     figures = {
         "clients": args.clients,
+        "max_batch": args.max_batch,
         "seconds": round(time.time() - start, 1),
         "max_frames": args.max_frames,
         "queue": args.queue,
@@ -209,6 +226,10 @@ def main() -> int:
         "first_audio_p95": pct(stats.first, 95),
         "total_p50": pct(stats.total, 50),
         "total_p95": pct(stats.total, 95),
+        "rtf_p50": pct(stats.rtf, 50),
+        "rtf_p95": pct(stats.rtf, 95),
+        "audio_seconds_per_second": stats.audio / wall,
+        "rss_growth_after_first_quarter_mb": round(rss[-1][1] - warm, 1),
         "rss_mb": [(round(t), round(m, 1)) for t, m in rss],
         "server_queue_after": health["queue"],
         "server_cancelled": next(
@@ -216,18 +237,31 @@ def main() -> int:
         ),
     }
     print(
-        f"| clients | seconds | served (complete) | bad audio | statuses | 429 | hung up | first audio p50/p95 s "
-        f"| total p50/p95 s | RSS MB first/max/last |\n|---|---|---|---|---|---|---|---|---|---|\n"
-        f"| {args.clients} | {figures['seconds']} | {stats.served} | {stats.bad_audio} | {stats.status} | "
-        f"{stats.rejected} | {stats.hung_up} | {figures['first_audio_p50']:.2f} / {figures['first_audio_p95']:.2f} | "
-        f"{figures['total_p50']:.2f} / {figures['total_p95']:.2f} | {rss[0][1]:.0f} / "
-        f"{max(m for _, m in rss):.0f} / {rss[-1][1]:.0f} |"
+        f"| clients | max batch | seconds | served (complete) | bad audio | statuses | 429 | hung up "
+        f"| first audio p50/p95 s | total p50/p95 s | RTF p50/p95 | audio s / s | RSS MB first/max/last |\n"
+        f"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| {args.clients} | {args.max_batch} | {figures['seconds']} | {stats.served} | {stats.bad_audio} | "
+        f"{stats.status} | {stats.rejected} | {stats.hung_up} | "
+        f"{figures['first_audio_p50']:.2f} / {figures['first_audio_p95']:.2f} | "
+        f"{figures['total_p50']:.2f} / {figures['total_p95']:.2f} | {figures['rtf_p50']:.2f} / {figures['rtf_p95']:.2f} "
+        f"| {figures['audio_seconds_per_second']:.2f} | {rss[0][1]:.0f} / {max(m for _, m in rss):.0f} / {rss[-1][1]:.0f} |"
     )
     print("RSS over time (s, MB): " + ", ".join(f"{t:.0f}:{m:.0f}" for t, m in rss))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=1)
-    return 0 if stats.bad_audio == 0 and not any(code >= 500 or code < 0 for code in stats.status) else 1
+    failures = []
+    if stats.bad_audio:
+        failures.append(f"{stats.bad_audio} responses were not complete audio")
+    if any(code >= 500 or code < 0 for code in stats.status):
+        failures.append(f"5xx or broken responses: {stats.status}")
+    if figures["rss_growth_after_first_quarter_mb"] > args.rss_growth_mb:
+        failures.append(f"RSS grew {figures['rss_growth_after_first_quarter_mb']} MB after the first quarter")
+    if not stats.served:
+        failures.append("no request completed")
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -286,7 +286,7 @@ def test_close_and_with_free_native_memory(models):
     with TTS(*models(), threads=1) as tts:
         _audio(tts.synthesize("Hello", speaker="vivian", greedy=True, max_frames=2))
         stages = (tts.talker, tts.code_predictor, tts.codec)
-    assert stages[0]._ctx is None and stages[1]._handle is None and stages[2]._handle is None
+    assert stages[0]._handle is None and stages[1]._handle is None and stages[2]._handle is None
     with pytest.raises(kazetts.KazettsError, match="closed"):
         next(tts.stream("Hello", speaker="vivian"))
     tts.close()  # idempotent
@@ -298,7 +298,7 @@ def test_close_and_with_free_native_memory(models):
     assert tts.codec._handle is not None
     with pytest.raises(kazetts.KazettsError, match="closed during the request"):
         next(running)
-    assert tts.codec._handle is None and tts.talker._ctx is None
+    assert tts.codec._handle is None and tts.talker._handle is None
 
 
 # -- command line ---------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_matches_llama_cpp_converter(ref_python, tiny_checkpoint, tmp_path, out_
 
 @pytest.mark.parametrize("out_type", ["f32", "f16", "q8_0"])
 def test_talker_decodes_in_llama_cpp(tiny_checkpoint, tmp_path, out_type):
-    """The talker GGUF loads in llama-cpp-python and decodes an embedding batch (IMROPE positions)."""
+    """The talker GGUF loads in llama.cpp (the libllama of llama-cpp-python) and decodes an embedding batch."""
     ckpt = tiny_checkpoint("tiny", "custom_voice", 0)
     talker_path, _ = convert_checkpoint(ckpt, tmp_path, out_type, verbose=False)
     cfg = json.loads((ckpt / "config.json").read_text())["talker_config"]

@@ -23,6 +23,7 @@ PUBLIC_HEADERS = {
     "speaker_encoder.h": 3,
     "talker.h": 3,
     "tts.h": 4,
+    "batch.h": 4,
     "rules.h": 4,
     "voice.h": 4,
 }

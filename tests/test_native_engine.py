@@ -541,3 +541,57 @@ def test_one_request_more_than_max_batch_is_refused(tiny_gguf):
     assert tts.synthesize("Hello.", speaker="vivian", max_frames=3, greedy=True).codes.shape[0] >= 1
     with pytest.raises(native.NativeError, match="max_batch must be in 1..16, got 0"):
         NativeTTS(talker, mmproj, threads=2, max_batch=0)
+    with pytest.raises(native.NativeError, match="queue must be >= 0, got -1"):
+        NativeTTS(talker, mmproj, threads=2, queue=-1)
+
+
+def test_a_request_beyond_max_batch_waits_in_the_queue(tiny_gguf):
+    """max_batch 1, queue 1, a request running: of two more, one waits for the seat and then gets
+    what it gets alone, the other is refused at once; kz_tts_cancel makes a waiting one give up."""
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32", 0)
+    tts = NativeTTS(talker, mmproj, threads=2, codec_weights="f32", max_batch=1, queue=1)
+    request = dict(speaker="vivian", max_frames=3, greedy=True)
+    alone = tts.synthesize("Hello.", **request).codes
+    inside, release, results = threading.Event(), threading.Event(), {}
+
+    def hold(audio, codes, frames_total):
+        inside.set()
+        return release.wait(60)
+
+    def run(name, **options):
+        try:
+            results[name] = tts.synthesize("Hello.", **{**request, **options})
+        except native.NativeError as e:
+            results[name] = e
+
+    def two_more() -> tuple[str, list]:
+        """The holder runs; two more requests: (the one waiting, the threads) once the other is refused."""
+        inside.clear(), release.clear(), results.clear()
+        threads = [threading.Thread(target=run, args=("holder",), kwargs=dict(on_chunk=hold))]
+        threads[0].start()
+        inside.wait()
+        threads += [threading.Thread(target=run, args=(name,)) for name in ("a", "b")]
+        for t in threads[1:]:
+            t.start()
+        for _ in range(12000):  # (the bound only keeps a bug from hanging the run)
+            refused = [n for n in ("a", "b") if isinstance(results.get(n), native.NativeError)]
+            if refused:
+                break
+            threading.Event().wait(0.005)
+        assert len(refused) == 1 and "more wait already" in str(results[refused[0]])
+        return ("b" if refused == ["a"] else "a"), threads
+
+    queued, threads = two_more()
+    release.set()
+    for t in threads:
+        t.join()
+    assert np.array_equal(results[queued].codes, alone)
+
+    queued, threads = two_more()
+    tts.cancel()
+    threads[1 if queued == "a" else 2].join()
+    assert "cancelled (kz_tts_cancel) while it waited for a seat" in str(results[queued])
+    release.set()
+    for t in threads:
+        t.join()
+    assert results["holder"].stop_reason == "cancelled"

@@ -308,6 +308,50 @@ def test_queue_full_is_429_and_a_gone_client_frees_its_slot(server, engine):
     assert "kazetts_first_audio_seconds_count" in text and "kazetts_real_time_factor" in text
 
 
+def test_max_batch_runs_requests_at_once_and_queues_beyond(tiny_gguf):
+    """--max-batch 2: two requests run together (each the audio it gets alone), a third waits in
+    the queue, a fourth gets 429 with Retry-After; /metrics and /health say so."""
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    engine = GatedTTS(TTS(talker, mmproj, threads=2, codec_weights="f32", max_batch=2))
+    app = make_app(lambda: engine, ServerOptions(max_frames=FRAMES, chunk_frames=1, max_queue=1, max_batch=2))
+    body = json.dumps({"model": "tts-1", "input": "Hello there.", "voice": "vivian", "response_format": "pcm"}).encode()
+    with ServerThread(app) as url:
+        assert wait_ready(url)
+        state = app[SERVER]
+        status, alone, _ = http("POST", url + "/v1/audio/speech", body)
+        assert status == 200 and len(alone) == FRAMES * FRAME_BYTES
+        engine.gate = threading.Event()
+        results: dict = {}
+        try:
+            running = [
+                urllib.request.urlopen(
+                    urllib.request.Request(url + "/v1/audio/speech", data=body, method="POST"), timeout=60
+                )
+                for _ in range(2)
+            ]
+            firsts = [r.read(FRAME_BYTES) for r in running]  # both hold a seat, each held after a frame
+            assert state.worker.running == 2
+            waiter = threading.Thread(target=lambda: results.update(c=http("POST", url + "/v1/audio/speech", body)))
+            waiter.start()
+            while state.worker.depth < 1:
+                time.sleep(0.05)
+            status, _, headers = http("POST", url + "/v1/audio/speech", body)
+            assert status == 429 and int(headers["Retry-After"]) >= 1
+            text = http("GET", url + "/metrics")[1].decode()
+            assert "kazetts_batch_size 2" in text and "kazetts_max_batch 2" in text and "kazetts_queue_depth 1" in text
+            health = json.loads(http("GET", url + "/health")[1])
+            assert health["running"] == 2 and health["max_batch"] == 2 and health["queue"] == 1
+            engine.gate.set()
+            outs = [first + r.read() for first, r in zip(firsts, running)]
+            waiter.join(120)
+        finally:
+            engine.gate.set()
+            engine.gate = None
+        assert outs == [alone, alone] and results["c"][0] == 200 and results["c"][1] == alone
+        text = http("GET", url + "/metrics")[1].decode()
+        assert "kazetts_request_real_time_factor_count 4" in text
+
+
 # -- bad requests -------------------------------------------------------------------------------------
 BAD = [
     (b"{not json", "invalid_json", None),
@@ -681,6 +725,8 @@ def test_kazetts_serve_command(tiny_gguf):
             "k",
             "--max-input-chars",
             "20",
+            "--max-batch",
+            "2",
         ],
         cwd=REPO,
         stderr=subprocess.PIPE,
@@ -697,6 +743,7 @@ def test_kazetts_serve_command(tiny_gguf):
             .content
         )
         assert len(audio) == 2 * FRAME_BYTES
+        assert json.loads(http("GET", url + "/health")[1])["max_batch"] == 2
         with pytest.raises(openai.BadRequestError) as long:
             client(url, "k").audio.speech.create(model="tts-1", voice="ryan", input="x" * 21)
         assert long.value.body["param"] == "input" and "the limit is 20" in long.value.body["message"]
@@ -704,6 +751,17 @@ def test_kazetts_serve_command(tiny_gguf):
         process.terminate()
         stderr = process.communicate(timeout=60)[1].decode()
     assert "listening on http://127.0.0.1:" in stderr and "Traceback" not in stderr
+
+
+def test_kazetts_serve_bad_max_batch_is_one_line():
+    run = subprocess.run(
+        [sys.executable, "-m", "kazetts", "serve", "--model", "/nonexistent", "--max-batch", "17"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "--max-batch: must be 1..16, got 17" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_kazetts_serve_bad_model_dir_is_one_line():
@@ -715,3 +773,38 @@ def test_kazetts_serve_bad_model_dir_is_one_line():
         timeout=120,
     )
     assert run.returncode == 2 and "exactly one *-talker-*.gguf" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_load_test_script_runs_and_its_checks_fail_on_bad_audio(tiny_gguf, tmp_path):
+    """scripts/load_test.py against kazetts serve --max-batch 2 (2 clients, a few seconds): every
+    response complete, exit 0; its audio check refuses a cut FLAC and an odd PCM."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import load_test
+
+    flac = io.BytesIO()
+    soundfile.write(flac, np.sin(np.arange(4800) / 10).astype(np.float32), 24000, format="FLAC")
+    assert load_test.audio_seconds("flac", False, flac.getvalue()) == pytest.approx(0.2)
+    assert load_test.audio_seconds("flac", False, flac.getvalue()[:200]) == 0
+    assert load_test.audio_seconds("pcm", False, b"\0" * 7) == 0
+    talker, _ = tiny_gguf("tiny", "custom_voice", "f32")
+    out = tmp_path / "load.json"
+    run = subprocess.run(
+        [sys.executable, "scripts/load_test.py", "--model", str(talker.parent), "--clients", "2", "--seconds", "6"]
+        + [
+            "--max-frames",
+            "2",
+            "--max-batch",
+            "2",
+            "--json",
+            str(out),
+            "--rss-growth-mb",
+            "1e9",
+        ],  # (a 6 s run's RSS says nothing)
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    figures = json.loads(out.read_text())
+    assert figures["max_batch"] == 2 and figures["served_complete"] >= 1 and figures["bad_audio"] == 0

@@ -1,4 +1,4 @@
-"""The talker through llama-cpp-python against the reference goldens (teacher-forced CB1..15)."""
+"""The talker (llama.cpp through libkazetts' kz_talker) against the reference goldens (teacher-forced CB1..15)."""
 
 from __future__ import annotations
 

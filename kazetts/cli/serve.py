@@ -8,6 +8,7 @@ import pathlib
 import sys
 
 from kazetts.cli.say import add_model_arguments, int_in
+from kazetts.request import MAX_BATCH
 from kazetts.server.speech_request import MAX_INPUT_CHARS
 
 
@@ -30,6 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
                 threads=args.threads,
                 codec_weights=args.codec,
                 codec_threads=args.codec_threads,
+                max_batch=args.max_batch,
             )
             if args.voice and args.voice.lower() not in tts.speakers:
                 raise ValueError(f"unknown --voice {args.voice!r}; choose one of {tts.speakers}")
@@ -47,6 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
         model_name=args.name or pathlib.Path(args.model).resolve().name,
         api_key=args.api_key or os.environ.get("KAZETTS_API_KEY") or None,
         max_queue=args.queue,
+        max_batch=args.max_batch,
         chunk_frames=args.chunk_frames,
         default_voice=args.voice,
         default_format=args.default_format,
@@ -91,7 +94,15 @@ def register(sub) -> None:
         "--api-key", default=None, help="require 'Authorization: Bearer KEY' (default: $KAZETTS_API_KEY, or no key)"
     )
     s.add_argument(
-        "--queue", type=int, default=8, help="requests that may wait for the model; more get 429 (default 8)"
+        "--max-batch",
+        type=int_in(1, MAX_BATCH),
+        default=1,
+        metavar="N",
+        help=f"requests said at once, their frames computed together (1..{MAX_BATCH}; default 1); "
+        "each holds its own talker KV cache",
+    )
+    s.add_argument(
+        "--queue", type=int, default=8, help="requests that may wait beyond --max-batch; more get 429 (default 8)"
     )
     s.add_argument(
         "--voice",

@@ -7,8 +7,8 @@
 
 Serial, `push` decodes at once on the caller's thread (today's order: a chunk's audio before the
 next frame). Overlapped, one worker thread decodes the chunks in order while the caller makes
-the next frames: the native calls (llama.cpp through llama-cpp-python's ctypes, the code
-predictor and the codec through libkazetts' ctypes) release the GIL, and the shipped ggml is
+the next frames: the native calls (the talker, code predictor and codec through libkazetts'
+ctypes) release the GIL, and the shipped ggml is
 safe for two computations from two host threads (each makes its own threadpool state and
 OpenMP team; the stages own separate backends). Either way the caller takes the audio back in
 order and yields it itself, so the chunks, their order and the samples do not change.

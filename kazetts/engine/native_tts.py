@@ -41,6 +41,7 @@ class Params(ctypes.Structure):
         ("verbose", ctypes.c_int32),
         ("codec_threads", ctypes.c_int32),
         ("max_batch", ctypes.c_int32),
+        ("queue", ctypes.c_int32),
     ]
 
 
@@ -208,16 +209,18 @@ class NativeTTS(native.NativeHandle):
         n_ctx: int = 2048,
         codec_threads: int | None = None,
         max_batch: int = 1,
+        queue: int = 0,
     ):
         """codec_threads as kazetts.TTS's (None: the library's default, kz_tts_auto_codec_threads).
         max_batch: requests said at once, each from its own thread (synthesize, stream_text), their
-        talker steps and code predictor frames computed together; one more raises NativeError."""
+        talker steps and code predictor frames computed together; queue: how many more may wait
+        for a seat, in arrival order (beyond them, or cancelled while waiting: NativeError)."""
         if codec_weights not in CODEC_WEIGHTS:
             raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(CODEC_WEIGHTS)}")
         self._lib = lib()
         params = self._lib.kz_tts_default_params()
         params.n_threads, params.codec_weights, params.n_ctx = int(threads), CODEC_WEIGHTS[codec_weights], int(n_ctx)
-        params.max_batch = int(max_batch)
+        params.max_batch, params.queue = int(max_batch), int(queue)
         if codec_threads is not None:
             params.codec_threads = int(codec_threads)
         self._handle = ctypes.c_void_p()

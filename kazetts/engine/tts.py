@@ -18,19 +18,20 @@ draws from, so both engines give the same codes for one seed.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pathlib
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 import numpy as np
 
 from kazetts import native
-from kazetts.errors import BusyError, KazettsError, ModelFileError
-from kazetts.request import MAX_THREADS, Request, check_int, check_text_length, make_request
+from kazetts.errors import KazettsError, ModelFileError
+from kazetts.request import MAX_BATCH, MAX_THREADS, Request, check_int, check_text_length, make_request
 from kazetts.gguf import names as N
 from kazetts.gguf.header import GGUFHeader
 from kazetts.stages.code_predictor import CodePredictor
@@ -49,10 +50,11 @@ from kazetts.stages.prompt import (
 from kazetts.stages.sampling import TalkerSampler, code_predictor_config, talker_config
 from kazetts.stages.speaker_encoder import SpeakerEncoder, fingerprint
 from kazetts.stages.talker import Talker
+from kazetts.engine.batch import Batch, LoneSeat, Seat, SeatPool
 from kazetts.engine.codec_pipeline import CodecPipeline
 from kazetts.engine.model_files import check_model_files, find_model_files
 from kazetts.engine.native_tts import auto_codec_threads
-from kazetts.engine.talker_loop import NativeFrames, TalkerTrace, talker_frames
+from kazetts.engine.talker_loop import FramePredictor, TalkerTrace, talker_frames
 from kazetts.engine.text_split import split_text
 from kazetts.engine.text_stream import ArrivingPrompt, TextPieces, run_with_async_chunks
 from kazetts.engine.time_stretch import stretch_chunks
@@ -173,9 +175,13 @@ class TTS:
     """A loaded model: talker (llama.cpp), code predictor and codec decoder (libkazetts),
     from a model directory (`TTS("models/0.6b")`) or its two files (`TTS(talker, mmproj)`).
 
-    One request at a time: a second `stream` while one runs (another thread, or two generators
-    interleaved) raises BusyError. `close()` (or `with kazetts.TTS(...) as tts:`) frees the
-    native memory at once; a stream running meanwhile frees it when it ends.
+    `max_batch` requests at once (default 1), each from its own thread or asyncio task: their
+    talker steps and code predictor frames run together (kazetts.engine.batch), and each gets
+    the samples it gets alone. One more waits for a seat, in arrival order, when fewer than
+    `queue` (default 0) wait already; else BusyError (with the defaults: a second `stream` while
+    one runs, from another thread or two generators interleaved). `close()` (or `with
+    kazetts.TTS(...) as tts:`) frees the native memory at once; streams running meanwhile free it
+    when the last one ends.
 
     `threads` runs the talker and the code predictor (and the codec, serial). `codec_threads`
     >= 1 gives the codec decoder that many threads of its own on a worker thread, decoding the
@@ -194,29 +200,36 @@ class TTS:
         codec_weights: str = "f16",
         n_ctx: int = 2048,
         codec_threads: int | None = None,
+        max_batch: int = 1,
+        queue: int = 0,
     ):
         talker, mmproj = _model_paths(talker, mmproj)
         threads = check_int("threads", threads, 1, MAX_THREADS)
+        max_batch = check_int("max_batch", max_batch, 1, MAX_BATCH)
+        queue = check_int("queue", queue, 0)
         n_ctx = check_int("n_ctx", n_ctx, MIN_CONTEXT)
         codec_threads = (
             auto_codec_threads(threads)
             if codec_threads is None
             else check_int("codec_threads", codec_threads, 0, MAX_THREADS)
         )
-        self._lock = threading.Lock()
         self._closed = False
-        self.talker = self.code_predictor = self.codec = self._speaker_encoder = None
+        self._enroll_lock = threading.Lock()  # the speaker and codec encoders: one request at a time
+        self.talker = self.code_predictor = self.codec = self._speaker_encoder = self._batch = None
+        self._streams: list = []
         try:
-            self.talker = Talker(talker, threads=threads, n_ctx=n_ctx)
+            self.talker = Talker(talker, threads=threads, n_ctx=n_ctx, slots=max_batch)
             self.code_predictor = CodePredictor(mmproj, threads=threads)
             self.codec = CodecDecoder(mmproj, threads=codec_threads or threads, weights=codec_weights)
             self._check_files_match(mmproj)
+            self._seats = SeatPool(self._make_seats(max_batch), queue)
         except BaseException:
             self._free()
             raise
         self.voices = self.talker.file.voices
         self.sample_rate = self.codec.sample_rate
         self.mmproj, self.threads, self.codec_threads = str(mmproj), threads, codec_threads
+        self.max_batch, self.queue = max_batch, queue
         self.mmproj_tensors = frozenset(GGUFHeader(mmproj).tensors)  # what the mmproj holds (e.g. a codec encoder)
         self._fingerprint: ModelFingerprint | None = None
         self._codec_encoder: CodecEncoder | None = None
@@ -238,18 +251,28 @@ class TTS:
                 f"{talker.hidden_size} and {talker.codec_vocab_size} codec ids"
             )
 
+    def _make_seats(self, max_batch: int) -> list:
+        """One seat on the stages themselves, or max_batch seats in a batch (a talker slot and a
+        codec stream each)."""
+        if max_batch == 1:
+            return [LoneSeat(self.talker, self.code_predictor, self.codec)]
+        self._batch = Batch(self.talker, self.code_predictor)
+        self._streams = [self.codec.new_stream() for _ in range(max_batch)]
+        return [Seat(self._batch, slot, stream) for slot, stream in enumerate(self._streams)]
+
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
-        """Frees the native stages now (a running stream frees them when it ends)."""
+        """Frees the native stages now (running streams free them when the last one ends;
+        requests waiting for a seat are refused)."""
         self._closed = True
-        if self._lock.acquire(blocking=False):
-            try:
-                self._free()
-            finally:
-                self._lock.release()
+        seats = getattr(self, "_seats", None)
+        if seats is None or seats.close():
+            self._free()
 
     def _free(self) -> None:
         for stage in (
+            *self._streams,
+            self._batch,
             self.codec,
             self.code_predictor,
             self.talker,
@@ -282,7 +305,8 @@ class TTS:
             raise ValueError(
                 f"reference codes must be [frames >= 1, {self.codec.n_codebooks}], got shape {codes.shape}"
             )
-        return np.stack([self.code_predictor.embed_codes(row) for row in codes])
+        embed = self._batch.embed_codes if self._batch else self.code_predictor.embed_codes
+        return np.stack([embed(row) for row in codes])
 
     @property
     def speakers(self) -> list[str]:
@@ -335,15 +359,16 @@ class TTS:
         continuing the reference's last phoneme into its output (docs/voices.md); 0, the
         default, is the reference's behaviour."""
         self._require_base()
-        return enroll(
-            self.speaker_encoder,
-            self.model_fingerprint,
-            ref_audio,
-            ref_text,
-            codec_encoder=self.codec_encoder if ref_text and self.has_codec_encoder else None,
-            timings=timings,
-            ref_silence=ref_silence,
-        )
+        with self._enroll_lock:
+            return enroll(
+                self.speaker_encoder,
+                self.model_fingerprint,
+                ref_audio,
+                ref_text,
+                codec_encoder=self.codec_encoder if ref_text and self.has_codec_encoder else None,
+                timings=timings,
+                ref_silence=ref_silence,
+            )
 
     def _clone(self, request: Request) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
         """A request's (x-vector, ICL reference codes, ICL reference text): a cloned voice's, else
@@ -460,12 +485,13 @@ class TTS:
         frames (`prime_codec`), whose audio is dropped.
 
         The whole request is checked (ValueError naming the field; TypeError for an unknown
-        option) when called, before any compute; BusyError once iterated if this TTS is serving
-        another request."""
+        option) when called, before any compute; once iterated, it waits for a seat or raises
+        BusyError when this TTS serves max_batch requests and `queue` wait already."""
         request, timings, codes, stopped_by = self._open(request, options)
-        return Stream(
-            self._run(self._stream(text, request, timings, codes, stopped_by), request, codes), timings, stopped_by
+        body = functools.partial(
+            self._stream, text=text, request=request, timings=timings, codes_out=codes, stopped_by=stopped_by
         )
+        return Stream(self._run(body, request, codes, timings), timings, stopped_by)
 
     def _open(self, request: Request | None, options: dict) -> tuple[Request, dict, list, list]:
         """stream's, stream_text's and synthesize's request (warnings name their caller's caller)
@@ -483,62 +509,62 @@ class TTS:
             figures.get("stopped_by") if figures.get("stopped_by") is not None else [],
         )
 
-    def _run(self, chunks: Iterator[AudioChunk], request: Request, codes: list) -> Iterator[AudioChunk]:
-        """A request's chunks at its speed, each given the codes decoded since the chunk before
-        (`codes`: every frame delivered so far; the time-stretch holds chunks back and adds a last
-        one), while holding this TTS."""
+    def _run(self, body: Callable, request: Request, codes: list, timings: dict) -> Iterator[AudioChunk]:
+        """A request's chunks (`body(seat)`) at its speed, each given the codes decoded since the
+        chunk before (`codes`: every frame delivered so far; the time-stretch holds chunks back
+        and adds a last one), in a seat of this TTS."""
         sent = 0
-        for chunk in self._one_request(stretch_chunks(chunks, request.speed, self.sample_rate)):
+        for chunk in self._seated(lambda seat: stretch_chunks(body(seat), request.speed, self.sample_rate), timings):
             new = np.array(codes[sent : chunk.frames], np.int32).reshape(-1, self.codec.n_codebooks)
             sent = chunk.frames
             yield replace(chunk, codes=new)
 
-    def _one_request(self, request: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
-        """Runs one request's generator while holding this TTS (BusyError if another holds it);
-        a close() that came meanwhile frees the stages when the request ends."""
-        if self._closed:
-            raise KazettsError("this TTS is closed")
-        if not self._lock.acquire(blocking=False):
-            raise BusyError(
-                "this TTS is already serving a request (one at a time): finish or close() the "
-                "running stream first, or use one TTS per concurrent request"
-            )
+    def _seated(self, body: Callable, timings: dict) -> Iterator[AudioChunk]:
+        """Runs a request's generator `body(seat)` in a seat (waiting for one, or BusyError: see
+        SeatPool), noting in `timings` the most requests it stepped with ("batch_max"); the last
+        request out after a close() frees the stages."""
+        seat = self._seats.take()
         try:
-            yield from request
+            seat.enter()
+            yield from body(seat)
         finally:
-            self._lock.release()
-            if self._closed:
+            timings["batch_max"] = seat.batch_max
+            seat.leave()
+            if self._seats.give(seat):
                 self._free()
 
-    def _samplers(self, request: Request) -> tuple[native.Rng | None, TalkerSampler, NativeFrames]:
+    def _samplers(self, request: Request, seat) -> tuple[native.Rng | None, TalkerSampler, FramePredictor]:
         """A request's random stream (None when greedy), CB0 sampler and code predictor frames."""
         rng = None if request.greedy else native.Rng(request.seed)
         sampler = TalkerSampler.for_talker(
             self.talker.file.codec_vocab_size, self.voices.codec_eos, talker_config(request)
         )
-        return rng, sampler, NativeFrames(self.code_predictor, code_predictor_config(request), rng)
+        return rng, sampler, seat.frames(code_predictor_config(request), rng)
 
     def _check_open(self) -> None:
         """Between two chunks: a TTS closed during the request stops it."""
         if self._closed:
             raise KazettsError("this TTS was closed during the request")
 
-    def _stream(self, text, request: Request, timings: dict, codes_out: list, stopped_by: list) -> Iterator[AudioChunk]:
+    def _stream(
+        self, seat, text, request: Request, timings: dict, codes_out: list, stopped_by: list
+    ) -> Iterator[AudioChunk]:
         xvector, ref_codes, ref_text = self._clone(request)
         prompts = self._prompts(text, request, xvector, ref_codes, ref_text)
-        rng, sampler, predictor = self._samplers(request)
-        with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
+        rng, sampler, predictor = self._samplers(request, seat)
+        with _Output(seat.codec, self.codec_threads > 0, timings, codes_out) as out:
             for index, (prompt, budget) in enumerate(prompts):
                 last_piece = index + 1 == len(prompts)
                 if ref_codes is None:  # the codec is idle between pieces
-                    self.codec.reset()
+                    seat.codec.reset()
                 else:
                     clock = time.perf_counter()
-                    prime_codec(self.codec, ref_codes)
+                    prime_codec(seat.codec, ref_codes)
                     timings["codec_prime"] = timings.get("codec_prime", 0.0) + time.perf_counter() - clock
                 trace = TalkerTrace(record=False)
                 out.start_piece(request.chunk_frames)
-                for codes in talker_frames(self.talker, prompt, sampler, predictor, budget, rng, trace, timings):
+                frames = talker_frames(seat.talker, prompt, sampler, predictor, budget, rng, trace, timings)
+                for codes in seat.present(frames):
                     self._check_open()
                     out.add(codes)
                     yield from out.chunks(index, last_piece)
@@ -552,7 +578,10 @@ class TTS:
         its audio, the codes of all its frames, per-frame `timings` (ms per frame of each stage,
         first_chunk_seconds, wall_seconds, real_time_factor ...) and `stopped_by` per piece."""
         request, timings, codes, stopped_by = self._open(request, options)
-        chunks = list(self._run(self._stream(text, request, timings, codes, stopped_by), request, codes))
+        body = functools.partial(
+            self._stream, text=text, request=request, timings=timings, codes_out=codes, stopped_by=stopped_by
+        )
+        chunks = list(self._run(body, request, codes, timings))
         audio = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
         frames = max(timings.get("frames", 0), 1)
         summary = {
@@ -563,6 +592,7 @@ class TTS:
             "codec_ms_per_frame": 1000 * timings.get("codec", 0.0) / frames,
             "first_chunk_seconds": timings.get("first_chunk"),
             "wall_seconds": timings.get("wall", 0.0),
+            "batch_max": timings.get("batch_max", 1),
         }
         summary["real_time_factor"] = summary["wall_seconds"] / max(summary["audio_seconds"], 1e-9)
         return Result(
@@ -595,21 +625,29 @@ class TTS:
         self._prompts("a", request, request.xvector)
 
         def run(sync_chunks):
-            return self._run(self._stream_text(sync_chunks, request, timings, codes, stopped_by), request, codes)
+            body = functools.partial(
+                self._stream_text,
+                chunks=sync_chunks,
+                request=request,
+                timings=timings,
+                codes_out=codes,
+                stopped_by=stopped_by,
+            )
+            return self._run(body, request, codes, timings)
 
         if hasattr(chunks, "__aiter__"):
             return AsyncStream(run_with_async_chunks(run, chunks), timings, stopped_by)
         return Stream(run(chunks), timings, stopped_by)
 
     def _stream_text(
-        self, chunks, request: Request, timings: dict, codes_out: list, stopped_by: list
+        self, seat, chunks, request: Request, timings: dict, codes_out: list, stopped_by: list
     ) -> Iterator[AudioChunk]:
         max_frames = request.max_frames
         instruct_ids = self.talker.tokenize(instruct_text(request.instruct)) if request.instruct else None
         pieces = TextPieces(chunks, self.talker.tokenize, PIECE_CHARS)
-        rng, sampler, predictor = self._samplers(request)
+        rng, sampler, predictor = self._samplers(request, seat)
         index = -1
-        with _Output(self.codec, self.codec_threads > 0, timings, codes_out) as out:
+        with _Output(seat.codec, self.codec_threads > 0, timings, codes_out) as out:
             while pieces.next_piece():
                 index += 1
                 prompt = ArrivingPrompt(
@@ -628,10 +666,10 @@ class TTS:
                 room = frame_budget(0, max_frames or n_ctx, n_prefill, n_ctx)  # max_frames, else all the room
                 if room < 1:
                     raise ValueError(f"text too long for the talker context of {n_ctx}")
-                self.codec.reset()  # idle between pieces
+                seat.codec.reset()  # idle between pieces
                 trace, produced, budget = TalkerTrace(record=False), 0, None
                 out.start_piece(request.chunk_frames)
-                frames = talker_frames(self.talker, prompt, sampler, predictor, room, rng, trace, timings)
+                frames = seat.present(talker_frames(seat.talker, prompt, sampler, predictor, room, rng, trace, timings))
                 # the last piece is not known in advance: the joiner holds every crossfade tail back
                 for codes in frames:
                     self._check_open()
@@ -645,6 +683,8 @@ class TTS:
                     if over:
                         frames.close()
                         break
+                    if waits:  # the next frame's text row: waited for here, where the batch does not wait for it
+                        pieces.token(produced)
                 yield from out.end_piece(index, last_piece=False)
                 _piece_ended(trace, f"{index + 1}", produced, max_frames, stopped_by)
             if index < 0:

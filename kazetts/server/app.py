@@ -45,6 +45,7 @@ class ServerOptions:
     model_name: str = "kazetts"
     api_key: str | None = None
     max_queue: int = 8
+    max_batch: int = 1  # requests running at once (the TTS must take as many: TTS(max_batch=...))
     chunk_frames: int = 4
     max_input_chars: int = MAX_INPUT_CHARS  # characters of a request's input, or of all a text stream's text
     default_voice: str | None = None
@@ -68,7 +69,7 @@ class Server:
             raise ValueError(
                 f"default format {self.default_format!r} cannot be written here; choose one of {self.formats}"
             )
-        self.worker = Worker(load, options.max_queue)
+        self.worker = Worker(load, options.max_queue, options.max_batch)
         self._catalog: VoiceCatalog | None = None
 
     # -- the model ------------------------------------------------------------------------------
@@ -425,13 +426,16 @@ async def health(request: web.Request) -> web.Response:
             "model_type": tts.model_type,
             "formats": server.formats,
             "queue": server.worker.depth,
+            "running": server.worker.running,
+            "max_batch": server.worker.max_batch,
         }
     )
 
 
 async def metrics(request: web.Request) -> web.Response:
     server: Server = request.app[SERVER]
-    text = server.metrics.render(server.worker.depth, server.worker.busy, server.worker.tts is not None)
+    worker = server.worker
+    text = server.metrics.render(worker.depth, worker.running, worker.max_batch, worker.tts is not None)
     return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Content-Version": "0.0.4"})
 
 

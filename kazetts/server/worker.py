@@ -1,7 +1,8 @@
-"""One model, one request at a time: a worker thread owns the TTS (it loads it, then runs the
-jobs in arrival order from a bounded FIFO queue). A job's events reach its own asyncio queue
-only, so a request never sees another's audio; a cancelled job leaves the queue at once, or
-stops between two audio chunks if it is running."""
+"""One model, up to max_batch requests at a time: the worker loads the TTS (made with that
+max_batch), then max_batch threads run the jobs in arrival order from a bounded FIFO queue, one
+job each (the TTS batches their frames). A job's events reach its own asyncio queue only, so a
+request never sees another's audio; a cancelled job leaves the queue at once, or stops between
+two audio chunks if it is running."""
 
 from __future__ import annotations
 
@@ -40,12 +41,12 @@ class Job:
 
 
 class Worker:
-    def __init__(self, load: Callable[[], Any], max_queue: int):
-        self.max_queue = max_queue
+    def __init__(self, load: Callable[[], Any], max_queue: int, max_batch: int = 1):
+        self.max_queue, self.max_batch = max_queue, max_batch
         self.tts = None
         self.load_error: Exception | None = None
         self.ready = threading.Event()
-        self.busy = False
+        self.running = 0  # jobs running now
         self._pending: collections.deque[Job] = collections.deque()
         self._changed = threading.Condition()
         self._stopping = False
@@ -55,13 +56,18 @@ class Worker:
 
     @property
     def depth(self) -> int:
-        """Requests waiting (not the one running)."""
+        """Requests waiting (not those running)."""
         return len(self._pending)
+
+    @property
+    def busy(self) -> bool:
+        return self.running > 0
 
     def submit(self, job: Job) -> None:
         with self._changed:
             if len(self._pending) >= self.max_queue:
-                raise QueueFull(max(1, math.ceil(self._mean_seconds * (len(self._pending) + 1))))
+                turns = math.ceil((len(self._pending) + 1) / self.max_batch)  # the queue ahead, max_batch at a time
+                raise QueueFull(max(1, math.ceil(self._mean_seconds * turns)))
             self._pending.append(job)
             self._changed.notify()
 
@@ -86,20 +92,35 @@ class Worker:
         except Exception as error:  # noqa: BLE001 - reported by /health and every request
             self.load_error = error
         self.ready.set()
-        while self.tts is not None:
-            with self._changed:
-                while not self._pending and not self._stopping:
-                    self._changed.wait()
-                if self._stopping:
-                    break
-                job = self._pending.popleft()
-            self._execute(job)
+        if self.tts is None:
+            return
+        others = [
+            threading.Thread(target=self._serve, name=f"kazetts-worker-{i}", daemon=True)
+            for i in range(1, self.max_batch)
+        ]
+        for thread in others:
+            thread.start()
+        self._serve()
+        for thread in others:
+            thread.join()
         close = getattr(self.tts, "close", None)
         if close is not None:
             close()
 
+    def _serve(self) -> None:
+        """One of the max_batch threads: a job at a time until stop()."""
+        while True:
+            with self._changed:
+                while not self._pending and not self._stopping:
+                    self._changed.wait()
+                if self._stopping:
+                    return
+                job = self._pending.popleft()
+                self.running += 1
+            self._execute(job)
+
     def _execute(self, job: Job) -> None:
-        self.busy, start = True, time.perf_counter()
+        start = time.perf_counter()
         events = job.produce(self.tts)
         try:
             for kind, value in events:
@@ -114,5 +135,6 @@ class Worker:
             )
         finally:
             events.close()
-            self.busy = False
-            self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.perf_counter() - start)
+            with self._changed:
+                self.running -= 1
+                self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.perf_counter() - start)

@@ -140,7 +140,7 @@ class CodePredictor(native.NativeHandle):
         if cb0.size != n or (samplings is not None and len(samplings) != n):
             raise ValueError("hidden, cb0 and samplings must have one entry per frame")
         keep = []
-        table = (_Sampling * n)(*(self._sampling(keep, **(samplings[j] if samplings else {})) for j in range(n)))
+        table = (_Sampling * n)(*(self.sampling(keep, **(samplings[j] if samplings else {})) for j in range(n)))
         codes = np.zeros((n, self.n_codebooks), np.int32)
         emb = np.zeros((n, self.n_embd_in), np.float32)
         logits = np.zeros((n, self.n_codebooks, self.vocab), np.float32) if return_logits else None
@@ -157,7 +157,7 @@ class CodePredictor(native.NativeHandle):
         self._check(status)
         return (codes, emb, logits) if return_logits else (codes, emb)
 
-    def _sampling(
+    def sampling(
         self, keep, greedy=True, temperature=TEMPERATURE, top_k=TOP_K, top_p=TOP_P, rng=None, seed=None
     ) -> _Sampling:
         """One frame's sampling as the C struct; ``keep`` holds what its pointers point to."""

@@ -1,63 +1,91 @@
-"""The talker: a llama.cpp `qwen3tts` model driven by embedding vectors through llama-cpp-python.
+"""The talker: a llama.cpp `qwen3tts` model driven by embedding vectors, in libkazetts.
 
-Each call feeds embeddings (the prefill, then one vector per frame) and returns, for the last
-position only, the hidden state after the final norm (the code predictor's input) and the
-3072 codec logits (CB0). That row is the only output: the context computes logits without
-embeddings (with embeddings on, llama.cpp outputs every row of a batch, "embeddings required but
-some input tokens were not marked as outputs -> overriding": the last layer's FFN, the head and
-155008 padded logits for each prompt row, with compute and output buffers for n_batch such rows,
-~85 MB), and libkazetts' eval callback copies the hidden state of the output row while the graph
-runs (kazetts/talker.h: the context parameters of both engines come from there).
+``Talker`` wraps the C API of ``native/include/kazetts/talker.h`` (``kz_talker_*``), the driver
+both engines run (the native engine holds its C++ class, ``native/src/stages/talker.h``): llama.cpp
+through the libllama that llama-cpp-python ships, which libkazetts links. Each call feeds
+embeddings (the prefill, then one vector per frame) and returns, for the last position only, the
+hidden state after the final norm (the code predictor's input) and the 3072 codec logits (CB0).
+That row is the only output of a decode, its hidden state copied while the graph runs; the batches
+carry IMROPE's 4 position streams; the KV cache holds what the longest utterance so far asked
+for: see talker.h.
 
-The model uses IMROPE (M-RoPE, interleaved): a batch carries 4 position streams per token,
-section-major (pos[j * n_tokens + i] = p_i for j = 0..3); in TTS all streams are equal, so
-it is plain RoPE. The batch is built here with a 4 x n_tokens position array because
-`llama_batch_init(n, embd, 1)` allocates only n positions and llama.cpp would read past it.
+Slots: a talker of ``slots`` > 1 holds as many utterances at a time, each a llama.cpp sequence of
+its own (``reset_slot``, ``step_slots``, ``outputs``), and each slot gets, bit for bit, the hidden
+state and logits its rows get alone in a talker of one slot (the rules at the top of
+native/src/stages/talker.h). ``step`` and ``reset`` are slot 0's.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import pathlib
+from typing import Iterable
 
 import llama_cpp
 import numpy as np
 
 from kazetts import native
-from kazetts.errors import KazettsError
 from kazetts.gguf.header import GGUFError
 from kazetts.stages.talker_file import TalkerFile
 
-POSITION_STREAMS = 4
-KV_STEP = 256  # the KV cache grows in steps of llama.cpp's padding of attended cells
+
+class _Params(ctypes.Structure):
+    """kz_talker_params."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("n_threads", ctypes.c_int32),
+        ("n_ctx", ctypes.c_int32),
+        ("n_batch", ctypes.c_int32),
+        ("slots", ctypes.c_int32),
+        ("verbose", ctypes.c_int32),
+    ]
 
 
-class _Hidden(ctypes.Structure):
-    """kz_talker_hidden: where a decode's eval callback copies the output row's hidden state."""
-
-    _fields_ = [("data", ctypes.POINTER(ctypes.c_float)), ("n_embd", ctypes.c_int64), ("written", ctypes.c_int32)]
-
-
+_P = ctypes.c_void_p
+_c_float_p = ctypes.POINTER(ctypes.c_float)
+_c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _SIGNATURES = {
-    "kz_talker_context_params": (
-        None,
-        [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(_Hidden)],
+    "kz_talker_default_params": (_Params, []),
+    "kz_talker_load": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.POINTER(_Params), ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t],
     ),
+    "kz_talker_free": (None, [_P]),
+    "kz_talker_last_error": (ctypes.c_char_p, [_P]),
+    "kz_talker_tokenize": (
+        ctypes.c_int,
+        [_P, ctypes.c_char_p, ctypes.c_int32, _c_int32_p, ctypes.c_int32, _c_int32_p],
+    ),
+    "kz_talker_reset_slot": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.c_int32]),
+    "kz_talker_step_slots": (
+        ctypes.c_int,
+        [_P, ctypes.c_int32, _c_int32_p, ctypes.POINTER(_c_float_p), _c_int32_p],
+    ),
+    "kz_talker_hidden": (_c_float_p, [_P, ctypes.c_int32]),
+    "kz_talker_logits": (_c_float_p, [_P, ctypes.c_int32]),
+    "kz_talker_position": (ctypes.c_int32, [_P, ctypes.c_int32]),
+    "kz_talker_slots": (ctypes.c_int32, [_P]),
+    "kz_talker_capacity": (ctypes.c_int32, [_P]),
+    "kz_talker_hidden_size": (ctypes.c_int32, [_P]),
+    "kz_talker_n_vocab": (ctypes.c_int32, [_P]),
+    "kz_talker_shares_steps": (ctypes.c_int32, [_P]),
+    "kz_talker_decodes": (ctypes.c_int64, [_P]),
+    "kz_talker_model_params": (None, [_P]),
 }
+_FILE_ERRORS = (2, 3)  # KZ_ERR_IO, KZ_ERR_FORMAT: llama.cpp cannot load the file
+# KZ_ERR_INVALID_ARGUMENT, KZ_ERR_STATE: a call refused before anything is computed (a slot out of
+# range, an utterance longer than its reset made room for)
+_REFUSED = (1, 6)
 
 
-def extra_buffers_are_safe() -> bool:
-    """False when llama-cpp-python's ggml CPU backend sees AMX here (or cannot be asked).
-
-    ggml's AMX kernels for batches of 2+ rows (the prefill; one row takes an AVX-512 VNNI path)
-    start with ggml_tile_config_init, whose `_tile_loadconfig(&tc)` GCC 12 compiles wrongly: its
-    amxtileintrin.h declares ldtilecfg's memory operand as 8 bytes, so the stores of the 64-byte
-    config's rows and colsb are dead-store-eliminated and every tile has 0 rows; the next tile
-    instruction (tilezero) raises #UD, the process dies of SIGILL. Any weight type with AMX kernels,
-    any thread count. Keeping only some tensors in AMX buffers does not help: each one crashes in
-    the prefill. (Restoring the config in gdb makes the prefill run; see docs/benchmarks.md.)"""
-    libs = sorted(pathlib.Path(llama_cpp.__file__).parent.joinpath("lib").glob("libggml-cpu.*"))
-    return bool(libs) and not ctypes.CDLL(str(libs[0])).ggml_cpu_has_amx_int8()
+def extra_buffers() -> bool:
+    """Whether the talker loads its weights with llama.cpp's extra CPU buffer types (CPU_REPACK),
+    as kz_talker_model_params decides: yes, except on CPUs with AMX (see kazetts/talker.h)."""
+    params = llama_cpp.llama_model_default_params()
+    native.bind(_SIGNATURES).kz_talker_model_params(ctypes.byref(params))
+    return bool(params.use_extra_bufts)
 
 
 @llama_cpp.llama_log_callback
@@ -65,140 +93,140 @@ def _quiet_log(level, text, user_data):  # llama.cpp logs to stderr by default; 
     return None
 
 
-class Talker:
-    """A loaded talker with its KV cache (one utterance at a time).
+class Talker(native.NativeHandle):
+    """A loaded talker with its KV cache: `slots` utterances at a time (default one).
 
-    n_ctx bounds prompt + frames of one utterance; the KV cache (117 MB per 1024 positions on the
-    0.6B) holds what the longest utterance so far asked for (`reset(positions)`), in steps of
-    KV_STEP, not n_ctx from the start. n_batch bounds the prefill chunk and with it llama.cpp's
-    compute buffer."""
+    n_ctx bounds prompt + frames of one utterance; the KV cache (117 MB per 1024 positions a slot
+    on the 0.6B) holds what the longest utterance so far asked for (`reset(positions)`), in steps
+    of 256 positions, not n_ctx from the start. n_batch bounds the prefill chunk and with it
+    llama.cpp's compute buffer."""
+
+    _free_name, _last_error_name = "kz_talker_free", "kz_talker_last_error"
 
     def __init__(
-        self, path: pathlib.Path | str, threads: int = 2, n_ctx: int = 1024, n_batch: int = 64, verbose: bool = False
+        self,
+        path: pathlib.Path | str,
+        threads: int = 2,
+        n_ctx: int = 1024,
+        n_batch: int = 64,
+        verbose: bool = False,
+        slots: int = 1,
     ):
         if not verbose:  # (ggml's GGUF reader logs through it too: before the file is opened)
             llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p())
         # opening it checks what llama.cpp would load and then abort the process on (a token twice
         # in the vocabulary: one flipped byte; an F16 norm vector; an integer matrix)
         self.file = TalkerFile(path)
-        llama_cpp.llama_backend_init()
-        model_params = llama_cpp.llama_model_default_params()
-        model_params.n_gpu_layers = 0
-        # llama.cpp's extra CPU buffer types repack weights for faster kernels (ARM dotprod/i8mm,
-        # AVX2 Q4_0), but with AMX (recent Xeons) a GCC 12 build of ggml dies of SIGILL in
-        # ggml_backend_amx_mul_mat on any batch of 2+ rows (see extra_buffers_are_safe): there,
-        # plain CPU buffers.
-        model_params.use_extra_bufts = extra_buffers_are_safe()
-        native.use_talker_backend()  # the talker's Q8_0 products (see kazetts/talker_backend.h)
-        self._model = llama_cpp.llama_model_load_from_file(str(self.file.path).encode(), model_params)
-        if not self._model:
-            raise GGUFError(f"llama.cpp could not load the talker {self.file.path} (truncated or corrupted?)")
+        self._lib = native.bind(_SIGNATURES)
+        params = self._lib.kz_talker_default_params()
+        params.n_threads, params.n_ctx, params.n_batch = int(threads), int(n_ctx), int(n_batch)
+        params.slots, params.verbose = int(slots), int(bool(verbose))
+        handle, err = ctypes.c_void_p(), native.error_buffer()
+        status = self._lib.kz_talker_load(
+            os.fsencode(self.file.path), ctypes.byref(params), ctypes.byref(handle), err, len(err)
+        )
+        if status in _FILE_ERRORS:
+            raise GGUFError(err.value.decode("utf-8", "replace"))
+        if status in _REFUSED:  # threads, n_ctx, n_batch or slots out of range
+            raise ValueError(err.value.decode("utf-8", "replace"))
+        native.check(status, err.value)
+        self._handle = handle
         # llama.cpp maps the file and reads all of it in; token_embd (~160 MB on the 0.6B) it never
         # reads again, the talker being fed embeddings (the prompt reads its rows from the file)
         native.release_file_pages(self.file.path, *self.file.embd_span)
         self.n_ctx, self.n_batch, self.threads = n_ctx, n_batch, threads
-        self.hidden_size = self.file.hidden_size
-        self._hidden_row = np.zeros(self.hidden_size, dtype=np.float32)
-        self._hidden = _Hidden(native.ptr(self._hidden_row), self.hidden_size, 0)
-        self.position = self.capacity = 0
-        self._ctx = None
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        try:
-            self._reserve(1)  # a context that fails, fails here
-        except KazettsError:
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
-            raise
+        self.slots = self._lib.kz_talker_slots(handle)
+        self.hidden_size = self._lib.kz_talker_hidden_size(handle)
+        self._n_vocab = self._lib.kz_talker_n_vocab(handle)
+        text = self.file.text_vocab_size
+        self._codec_ids = slice(text, text + self.file.codec_vocab_size)
 
-    def _reserve(self, positions: int) -> None:
-        """A context of at least `positions` (whole KV_STEPs, at most n_ctx), made anew when the
-        current one is smaller. llama.cpp attends to the used cells padded to 256, so a context
-        of whole steps computes what an n_ctx one does, bit for bit."""
-        capacity = min(self.n_ctx, -(-positions // KV_STEP) * KV_STEP)
-        if capacity <= self.capacity:
-            return
-        if self._ctx:
-            llama_cpp.llama_free(self._ctx)
-            self._ctx, self.capacity = None, 0
-        ctx_params = llama_cpp.llama_context_default_params()
-        native.bind(_SIGNATURES).kz_talker_context_params(
-            ctypes.byref(ctx_params), capacity, self.n_batch, self.threads, ctypes.byref(self._hidden)
-        )
-        self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
-        if not self._ctx:
-            raise KazettsError(f"llama.cpp could not create a context of {capacity} positions for {self.file.path}")
-        self.capacity = capacity
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        """The kz_talker handle, for native code that drives its slots."""
+        return self._handle
+
+    @property
+    def position(self) -> int:
+        """Positions slot 0 was fed since its reset."""
+        return self._lib.kz_talker_position(self._live(), 0)
+
+    @property
+    def capacity(self) -> int:
+        """Positions each slot has room for now (what the longest utterance so far asked for)."""
+        return self._lib.kz_talker_capacity(self._live())
 
     # -- text -----------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
         """Token ids with llama.cpp's tokenizer from the GGUF; special tokens are parsed."""
         data = text.encode("utf-8")
-        capacity = len(data) + 16
-        tokens = (llama_cpp.llama_token * capacity)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), tokens, capacity, False, True)
-        if n < 0:
-            raise ValueError("text too long to tokenize")
-        return list(tokens[:n])
+        capacity, n = len(data) + 16, ctypes.c_int32()
+        while True:
+            tokens = (ctypes.c_int32 * capacity)()
+            status = self._lib.kz_talker_tokenize(self._live(), data, len(data), tokens, capacity, ctypes.byref(n))
+            if status == 0 or n.value <= capacity:
+                break
+            capacity = n.value  # more ids than room: again with room for them
+        self._call(status)
+        return list(tokens[: n.value])
 
     # -- decoding -------------------------------------------------------------------------------
     def reset(self, positions: int | None = None) -> None:
         """Forget the previous utterance (clears the KV cache) and make room for one of up to
         `positions` (prompt + frames; default n_ctx)."""
+        self.reset_slot(0, positions)
+
+    def reset_slot(self, slot: int, positions: int | None = None) -> None:
+        """reset() of one slot: the other slots keep their utterances."""
         if positions is not None and not 1 <= positions <= self.n_ctx:
             raise ValueError(f"an utterance of {positions} positions does not fit the talker's context of {self.n_ctx}")
-        self._reserve(self.n_ctx if positions is None else positions)
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
-        self.position = 0
+        self._call(self._lib.kz_talker_reset_slot(self._live(), int(slot), 0 if positions is None else int(positions)))
 
     def step(self, embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Feeds [n, hidden] embeddings after what came before; returns (hidden [H], codec logits [V])
         of the last position."""
-        embeddings = np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1, self.hidden_size)
-        if self.position + len(embeddings) > self.capacity:
-            raise ValueError(
-                f"the utterance needs more than the {self.capacity} positions reset() made room for "
-                f"(the talker's context holds at most {self.n_ctx})"
-            )
-        self._hidden.written = 0
-        for start in range(0, len(embeddings), self.n_batch):
-            chunk = embeddings[start : start + self.n_batch]
-            self._decode(chunk, output_last=start + self.n_batch >= len(embeddings))
-        if not self._hidden.written:
-            raise KazettsError(f"llama.cpp's graph for {self.file.path} gave no hidden state (result_norm)")
-        n_vocab = self.file.text_vocab_size + self.file.codec_vocab_size
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(n_vocab,))
-        return self._hidden_row.copy(), logits[self.file.text_vocab_size :].copy()
+        self.step_slots([(0, embeddings)])
+        return self.outputs(0)
 
-    def _decode(self, chunk: np.ndarray, output_last: bool) -> None:
-        n = len(chunk)
-        positions = np.tile(np.arange(self.position, self.position + n, dtype=np.int32), POSITION_STREAMS)
-        n_seq = np.ones(n, dtype=np.int32)
-        seq0 = (ctypes.c_int32 * 1)(0)
-        seq_ids = (ctypes.POINTER(ctypes.c_int32) * n)(*([ctypes.cast(seq0, ctypes.POINTER(ctypes.c_int32))] * n))
-        outputs = np.zeros(n, dtype=np.int8)
-        outputs[-1] = 1 if output_last else 0
-        batch = llama_cpp.llama_batch()
-        batch.n_tokens = n
-        batch.token = ctypes.cast(None, ctypes.POINTER(llama_cpp.llama_token))
-        batch.embd = chunk.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        batch.pos = positions.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_pos))
-        batch.n_seq_id = n_seq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        batch.seq_id = seq_ids
-        batch.logits = outputs.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
-        status = llama_cpp.llama_decode(self._ctx, batch)
-        if status != 0:
-            raise KazettsError(
-                f"llama_decode failed with status {status} at position {self.position} of {self.file.path}"
-            )
-        self.position += n
+    def step_slots(self, steps: Iterable[tuple[int, np.ndarray]]) -> None:
+        """Feeds each listed slot (at most once) its [n, hidden] embeddings after what came before,
+        all in one call (single rows of several slots share decodes where that keeps each slot's
+        bits); then `outputs(slot)` is each one's last position's. The other slots keep theirs."""
+        steps = list(steps)
+        rows = [np.ascontiguousarray(e, dtype=np.float32).reshape(-1, self.hidden_size) for _, e in steps]
+        n = len(steps)
+        slots = (ctypes.c_int32 * n)(*(int(slot) for slot, _ in steps))
+        pointers = (_c_float_p * n)(*(native.ptr(r) for r in rows))
+        counts = (ctypes.c_int32 * n)(*(len(r) for r in rows))
+        self._call(self._lib.kz_talker_step_slots(self._live(), n, slots, pointers, counts))
 
-    def close(self) -> None:
-        if getattr(self, "_ctx", None):
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if getattr(self, "_model", None):
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
+    def outputs(self, slot: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(hidden [H], codec logits [V]) of the slot's last step: copies."""
+        hidden, logits = self._lib.kz_talker_hidden(self._live(), slot), self._lib.kz_talker_logits(self._handle, slot)
+        if not hidden or not logits:
+            raise ValueError(f"no slot {slot} in a talker of {self.slots}")
+        return (
+            np.ctypeslib.as_array(hidden, shape=(self.hidden_size,)).copy(),
+            np.ctypeslib.as_array(logits, shape=(self._n_vocab,))[self._codec_ids].copy(),
+        )
 
-    def __del__(self):
-        self.close()
+    # -- diagnostics (tests) --------------------------------------------------------------------
+    @property
+    def shares_steps(self) -> bool:
+        """Whether single rows of several slots share decodes (checked at load, see talker.h)."""
+        return bool(self._lib.kz_talker_shares_steps(self._live()))
+
+    @property
+    def decodes(self) -> int:
+        """llama_decode calls so far (the load's included)."""
+        return self._lib.kz_talker_decodes(self._live())
+
+    def _live(self) -> ctypes.c_void_p:
+        if not self._handle:
+            raise ValueError("the talker is closed")
+        return self._handle
+
+    def _call(self, status: int) -> None:
+        if status in _REFUSED:
+            raise ValueError(self._lib.kz_talker_last_error(self._handle).decode("utf-8", "replace"))
+        self._check(status)

@@ -242,7 +242,7 @@ JNIEXPORT jint JNI_OnLoad(JavaVM *vm, void *) {
 
 JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeLoad(JNIEnv *env, jclass, jbyteArray talker, jbyteArray mmproj,
                                                             jint threads, jint codec_weights, jint n_ctx,
-                                                            jint codec_threads) {
+                                                            jint codec_threads, jint max_batch, jint queue) {
     return guarded(env, [&]() -> jlong {
         std::string talker_path, mmproj_path;
         if (!bytes(env, talker, talker_path) || !bytes(env, mmproj, mmproj_path)) {
@@ -254,6 +254,8 @@ JNIEXPORT jlong JNICALL Java_org_kazetts_KazeTts_nativeLoad(JNIEnv *env, jclass,
         p.codec_weights = codec_weights;
         p.n_ctx = n_ctx;
         p.codec_threads = codec_threads;
+        p.max_batch = max_batch;
+        p.queue = queue;
         kz_tts *tts = nullptr;
         char err[1024] = "";
         int status = kz_tts_load(talker_path.c_str(), mmproj_path.c_str(), &p, &tts, err, sizeof err);

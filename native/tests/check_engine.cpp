@@ -3,11 +3,13 @@
 // stop decision, the F32-codec waveform within 1e-4; the codec on its own thread, so that the
 // sanitizer and aarch64 runs cover the overlapped path. In the streaming-text mode, the text also
 // streamed in (kz_tts_stream_*) word by word and cut inside its UTF-8 characters: the same codes
-// and samples as synthesize.
+// and samples as synthesize. Once per run, three requests said at once (max_batch) and alone:
+// the same codes and samples.
 #include <algorithm>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include "check.h"
 #include "kazetts/codec.h"
@@ -54,6 +56,46 @@ void check_text_stream(kz_tts *tts, const kz_tts_request &r, const std::string &
                     heard.size(), heard == audio ? "identical" : "differ"));
 }
 
+// A request's audio and codes, through the chunk callback.
+struct Heard {
+    std::vector<float> audio;
+    std::vector<int32_t> codes;
+    int status = -1;
+};
+
+int32_t hear(const kz_tts_chunk *chunk, void *user) {
+    auto *out = static_cast<Heard *>(user);
+    out->audio.insert(out->audio.end(), chunk->samples, chunk->samples + chunk->n_samples);
+    out->codes.insert(out->codes.end(), chunk->codes, chunk->codes + size_t(chunk->n_frames) * 16);
+    return 1;
+}
+
+// The request greedy, seeded and seeded in chunks of one frame, each alone and then the three at
+// once from three threads (the handle's max_batch is 3): each the same codes and samples.
+void check_together(kz_tts *tts, const kz_tts_request &greedy, const std::string &text, const std::string &name,
+                    Report &report) {
+    std::vector<kz_tts_request> requests(3, greedy);
+    requests[1].greedy = 0, requests[1].seed = 1;
+    requests[2].greedy = 0, requests[2].seed = 2, requests[2].chunk_frames = 1;
+    std::vector<Heard> alone(3), together(3);
+    auto say = [&](size_t i, Heard &out) {
+        out.status = kz_tts_synthesize(tts, text.c_str(), &requests[i], hear, &out, nullptr);
+    };
+    for (size_t i = 0; i < 3; ++i) say(i, alone[i]);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 3; ++i) threads.emplace_back(say, i, std::ref(together[i]));
+    for (auto &t : threads) t.join();
+    bool same = true;
+    for (size_t i = 0; i < 3; ++i) {
+        same = same && alone[i].status == KZ_OK && together[i].status == KZ_OK && alone[i].codes == together[i].codes &&
+               alone[i].audio == together[i].audio;
+    }
+    report.gate(name + " engine requests together", same,
+                fmt("3 requests (greedy, seeded, seeded in 1-frame chunks): %zu, %zu, %zu frames, codes and samples %s",
+                    alone[0].codes.size() / 16, alone[1].codes.size() / 16, alone[2].codes.size() / 16,
+                    same ? "identical to alone" : "differ"));
+}
+
 }  // namespace
 
 void check_engine(const GoldenCase &c, Report &report) {
@@ -61,6 +103,7 @@ void check_engine(const GoldenCase &c, Report &report) {
     params.n_threads = c.threads;
     params.codec_weights = KZ_CODEC_WEIGHTS_F32;
     params.codec_threads = 1;  // the overlapped codec (tests/test_codec_overlap.py: the same audio as serial)
+    params.max_batch = 3;      // (check_together; a request alone is the same with any max_batch)
     kz_tts *raw = nullptr;
     char err[1024] = "";
     if (kz_tts_load(c.get("talker").c_str(), c.get("mmproj").c_str(), &params, &raw, err, sizeof err) != KZ_OK) {
@@ -100,4 +143,9 @@ void check_engine(const GoldenCase &c, Report &report) {
         audio.size() == waveform.f32.size() ? max_abs_diff(audio.data(), waveform.f32.data(), audio.size()) : 1e9;
     report.gate(name + " engine waveform", diff <= 1e-4, fmt("%zu samples, max abs diff %.2e", audio.size(), diff));
     if (r.text_streaming) check_text_stream(tts.get(), r, c.get("text"), got, audio, name, report);
+    static bool together_checked = false;
+    if (!together_checked) {
+        together_checked = true;
+        check_together(tts.get(), r, c.get("text"), name, report);
+    }
 }

@@ -55,7 +55,7 @@ struct Talker {
     std::unique_ptr<llama_context, ContextDeleter> ctx;
     int n_embd = 0, n_vocab = 0, n_batch = 64, position = 0;
     std::vector<float> hidden_row;
-    kz_talker_hidden hidden_out{};
+    kz_talker_hidden_out hidden_out{};
     ProductCount count;
 
     Talker(const std::string &path, int threads, bool extra_buffers = true) {

@@ -13,7 +13,8 @@
  * know is KZ_ERR_INVALID_ARGUMENT), a generate call with a chunk callback.
  *
  * Threads: up to max_batch requests at once per handle (kz_tts_params; default 1), each on its
- * own thread (synthesize, a text stream, enroll); one more is KZ_ERR_STATE. kz_tts_cancel may be
+ * own thread (synthesize, a text stream, enroll); more wait for a seat (kz_tts_params.queue) or
+ * are KZ_ERR_STATE. kz_tts_cancel may be
  * called from any thread while they run (Android's TextToSpeechService.onStop). Two handles are
  * independent. The callback runs on the thread that called synthesize (a text
  * stream's, on the stream's worker thread: see kz_tts_stream_begin). With
@@ -48,8 +49,11 @@ typedef struct kz_tts_params {
     int32_t max_batch;     /* requests said at once, from as many threads (1..KZ_TTS_MAX_BATCH; default 1):
                             * their talker steps and code predictor frames run together, each weight
                             * read once for all (the stages' cost is reading them); each request gets
-                            * the codes and audio it gets alone. One more request than max_batch:
-                            * KZ_ERR_STATE. Each live request holds its own talker KV cache. */
+                            * the codes and audio it gets alone. Each live request holds its own
+                            * talker KV cache. */
+    int32_t queue;         /* requests that may wait for a seat beyond max_batch (>= 0; default 0): one
+                            * more waits, in arrival order, until a request ends (kz_tts_cancel makes
+                            * the waiting ones give up: KZ_ERR_STATE); beyond them, KZ_ERR_STATE at once. */
 } kz_tts_params;
 
 #define KZ_TTS_MAX_BATCH 16
@@ -199,7 +203,7 @@ typedef struct kz_tts_stream kz_tts_stream;
 
 /* Starts a request whose text comes by kz_tts_stream_push; callback may be NULL. The request
  * is read during the call only (its strings, x-vector and voice are copied). KZ_OK and *out, or
- * a status (KZ_ERR_INVALID_ARGUMENT: a bad request; KZ_ERR_STATE: max_batch requests run),
+ * a status (KZ_ERR_INVALID_ARGUMENT: a bad request; KZ_ERR_STATE: no seat, see kz_tts_params.queue),
  * *out = NULL and the message in err (err may be NULL). */
 KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
                                kz_tts_stream **out, char *err, size_t err_len);
@@ -232,8 +236,8 @@ KZ_API int32_t kz_tts_last_codes(const kz_tts *tts, int32_t *out, size_t capacit
  * first call. *out: a new voice (kz_voice_free), or NULL. KZ_ERR_INVALID_ARGUMENT with the
  * Python engine's one-line message (kz_tts_last_error) for what it refuses: not a Base model,
  * empty ref_text, empty, non-finite, silent, too short or too long audio, a rate below 8000 Hz;
- * KZ_ERR_STATE for a rate other than 24000 in a library built without libsoxr, or while
- * max_batch requests run on this kz_tts (enrolment takes a seat). */
+ * KZ_ERR_STATE for a rate other than 24000 in a library built without libsoxr, or when it gets no
+ * seat (enrolment takes one, and waits for one as a request does: kz_tts_params.queue). */
 KZ_API int kz_tts_enroll(kz_tts *tts, const float *pcm, int64_t n_samples, int32_t sample_rate, const char *ref_text,
                          float ref_silence, kz_voice **out);
 

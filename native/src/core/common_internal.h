@@ -14,7 +14,7 @@
 #include "gguf.h"
 #include "kazetts/common.h"
 
-#define KZ_ABI_VERSION 9
+#define KZ_ABI_VERSION 10
 
 // Most codebooks a model may have (Qwen3-TTS has 16): bounds the per-codebook graphs and loops.
 #define KZ_MAX_CODEBOOKS 64

@@ -9,6 +9,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -253,7 +254,11 @@ struct kz_tts {
     kz_codec *codec = nullptr;
     std::unique_ptr<kz::Batcher> batcher;      // the talker and code predictor, shared by the lanes
     std::vector<std::unique_ptr<Lane>> lanes;  // max_batch of them
-    mutable std::mutex lanes_mutex;            // guards the lanes' taken and wake, and last_codes
+    mutable std::mutex lanes_mutex;            // guards the lanes' taken and wake, last_codes and the queue
+    std::condition_variable seat_freed;        // a lane left, or kz_tts_cancel
+    int queue = 0;                             // requests that may wait for a seat (kz_tts_params.queue)
+    std::deque<uint64_t> waiting;              // their tickets, in arrival order
+    uint64_t next_ticket = 0, cancels = 0;     // (cancels: kz_tts_cancel calls so far)
     int sample_rate = 0, samples_per_frame = 0;
     bool overlap = false;  // codec_threads > 0: the codec decodes on a worker thread
     std::string info;
@@ -275,7 +280,9 @@ struct kz_tts {
         kz_codec_encoder_free(codec_encoder);
     }
 
-    Lane *take_lane();       // a free seat (null: all taken), its cancel flag and codes cleared
+    // A free seat, its cancel flag and codes cleared; when all are taken, waits for one in arrival
+    // order if fewer than `queue` wait. Null (and `why`) when refused or cancelled while waiting.
+    Lane *take_lane(const char **why);
     void leave(Lane *lane);  // the request ended: its codes become last_codes, the seat is free
     std::vector<Piece> plan(const std::string &text, const kz_tts_request &r, Lane &lane);
     Clone clone(const kz_tts_request &r);
@@ -617,8 +624,29 @@ void kz_tts::prime_codec(Lane &lane) {
     });
 }
 
-Lane *kz_tts::take_lane() {
-    std::lock_guard<std::mutex> lock(lanes_mutex);
+Lane *kz_tts::take_lane(const char **why) {
+    std::unique_lock<std::mutex> lock(lanes_mutex);
+    auto free_lane = [this]() -> Lane * {
+        for (auto &lane : lanes)
+            if (!lane->taken) return lane.get();
+        return nullptr;
+    };
+    if (!waiting.empty() || !free_lane()) {
+        if (int(waiting.size()) >= queue) {
+            *why = queue ? "the handle runs max_batch requests and `queue` more wait already (kz_tts_params)"
+                         : "the handle runs max_batch requests already (kz_tts_params.max_batch)";
+            return nullptr;
+        }
+        const uint64_t ticket = next_ticket++, cancelled_at = cancels;
+        waiting.push_back(ticket);
+        seat_freed.wait(lock, [&] { return cancels != cancelled_at || (waiting.front() == ticket && free_lane()); });
+        waiting.erase(std::find(waiting.begin(), waiting.end(), ticket));
+        seat_freed.notify_all();  // the next in line may take a seat too
+        if (cancels != cancelled_at) {
+            *why = "cancelled (kz_tts_cancel) while it waited for a seat";
+            return nullptr;
+        }
+    }
     for (auto &lane : lanes) {
         if (lane->taken) continue;
         lane->taken = true;
@@ -634,6 +662,7 @@ void kz_tts::leave(Lane *lane) {
     last_codes = lane->codes;
     lane->wake = nullptr;
     lane->taken = false;
+    seat_freed.notify_all();
 }
 
 int kz_tts::run(Lane &lane, PieceSource &pieces, const kz_tts_request &r, kz_tts_chunk_cb cb, void *user,
@@ -875,8 +904,6 @@ thread_local std::string last_error;
 
 void set_error(const kz_tts *tts, const std::string &message) { error_of = tts, last_error = message; }
 
-const char *const ALL_SEATS_TAKEN = "the handle runs max_batch requests already (kz_tts_params.max_batch)";
-
 }  // namespace
 
 extern "C" {
@@ -941,6 +968,8 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                     throw Error(KZ_ERR_INVALID_ARGUMENT, "codec_threads must be <= 512 (0: serial, < 0: auto)");
                 if (p.n_ctx < 16 || p.n_batch < 1)
                     throw Error(KZ_ERR_INVALID_ARGUMENT, "n_ctx must be >= 16 and n_batch >= 1");
+                if (p.queue < 0)
+                    throw Error(KZ_ERR_INVALID_ARGUMENT, "queue must be >= 0, got " + std::to_string(p.queue));
                 if (p.max_batch < 1 || p.max_batch > KZ_TTS_MAX_BATCH)
                     throw Error(KZ_ERR_INVALID_ARGUMENT, "max_batch must be in 1.." + std::to_string(KZ_TTS_MAX_BATCH) +
                                                              ", got " + std::to_string(p.max_batch));
@@ -979,7 +1008,7 @@ KZ_API int kz_tts_load(const char *talker_path, const char *mmproj_path, const k
                     if (s != KZ_OK) throw Error(s, kz_codec_last_error(tts->codec));
                 }
                 tts->mmproj_path = mmproj_path;
-                tts->n_threads = p.n_threads;
+                tts->n_threads = p.n_threads, tts->queue = p.queue;
                 tts->sample_rate = kz_codec_sample_rate(tts->codec);
                 tts->samples_per_frame = kz_codec_samples_per_frame(tts->codec);
                 const kz::VoiceTable &v = tts->file->voices();
@@ -1013,9 +1042,10 @@ KZ_API const char *kz_tts_last_error(const kz_tts *tts) {
 KZ_API int kz_tts_synthesize(kz_tts *tts, const char *text, const kz_tts_request *request, kz_tts_chunk_cb callback,
                              void *user_data, kz_tts_result *result) {
     if (!tts) return KZ_ERR_INVALID_ARGUMENT;
-    Lane *lane = tts->take_lane();
+    const char *why = "";
+    Lane *lane = tts->take_lane(&why);
     if (!lane) {
-        set_error(tts, ALL_SEATS_TAKEN);
+        set_error(tts, why);
         return KZ_ERR_STATE;
     }
     kz_tts_result res{};
@@ -1052,6 +1082,8 @@ KZ_API void kz_tts_cancel(kz_tts *tts) {
         lane->cancelled.store(true);
         if (lane->wake) lane->wake();
     }
+    ++tts->cancels;  // the requests waiting for a seat give up
+    tts->seat_freed.notify_all();
 }
 
 KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tts_chunk_cb callback, void *user_data,
@@ -1061,9 +1093,10 @@ KZ_API int kz_tts_stream_begin(kz_tts *tts, const kz_tts_request *request, kz_tt
         kz::write_error(err, err_len, "tts and out are required");
         return KZ_ERR_INVALID_ARGUMENT;
     }
-    Lane *lane = tts->take_lane();
+    const char *why = "";
+    Lane *lane = tts->take_lane(&why);
     if (!lane) {
-        kz::write_error(err, err_len, ALL_SEATS_TAKEN);
+        kz::write_error(err, err_len, why);
         return KZ_ERR_STATE;
     }
     std::unique_ptr<kz_tts_stream> stream(new kz_tts_stream());
@@ -1150,9 +1183,10 @@ KZ_API int kz_tts_enroll(kz_tts *tts, const float *pcm, int64_t n_samples, int32
                          float ref_silence, kz_voice **out) {
     if (out) *out = nullptr;
     if (!tts) return KZ_ERR_INVALID_ARGUMENT;
-    Lane *lane = tts->take_lane();  // (enrolment takes a seat: it computes as a request does)
+    const char *why = "";
+    Lane *lane = tts->take_lane(&why);  // (enrolment takes a seat: it computes as a request does)
     if (!lane) {
-        set_error(tts, ALL_SEATS_TAKEN);
+        set_error(tts, why);
         return KZ_ERR_STATE;
     }
     set_error(tts, "");

@@ -43,7 +43,7 @@ int64_t hidden_rows(const ggml_tensor *t, int64_t n_embd) {
 // the last row.
 bool copy_hidden(ggml_tensor *t, bool ask, void *user_data) {
     if (ask) return is_hidden(t);
-    auto *hidden = static_cast<kz_talker_hidden *>(user_data);
+    auto *hidden = static_cast<kz_talker_hidden_out *>(user_data);
     const int64_t rows = hidden_rows(t, hidden->n_embd);
     if (rows > 0) {
         ggml_backend_tensor_get(t, hidden->data, size_t(rows - 1) * t->nb[1], size_t(hidden->n_embd) * sizeof(float));
@@ -69,7 +69,10 @@ bool Talker::copy_hidden_rows(ggml_tensor *t, bool ask, void *user_data) {
 
 Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, bool verbose, int slots, bool flash_attn)
     : path_(path), n_ctx_(n_ctx), n_batch_(n_batch), threads_(threads), slots_(slots), flash_attn_(flash_attn) {
-    if (slots < 1) throw Error(KZ_ERR_INVALID_ARGUMENT, "a talker needs one slot or more");
+    if (slots < 1 || slots > KZ_TALKER_MAX_SLOTS)
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "a talker has 1 to " + std::to_string(KZ_TALKER_MAX_SLOTS) + " slots");
+    if (threads < 1 || threads > GGML_MAX_N_THREADS || n_ctx < 1 || n_batch < 1)
+        throw Error(KZ_ERR_INVALID_ARGUMENT, "a talker needs n_threads >= 1, n_ctx >= 1 and n_batch >= 1");
     if (!verbose) llama_log_set(quiet_log, nullptr);
     static std::once_flag backend;
     std::call_once(backend, [] { llama_backend_init(); });
@@ -77,7 +80,8 @@ Talker::Talker(const std::string &path, int threads, int n_ctx, int n_batch, boo
     kz_talker_model_params(&mp);
     kz_talker_backend_setup();  // the talker's Q8_0 products (see kazetts/talker_backend.h)
     model_ = llama_model_load_from_file(path.c_str(), mp);
-    if (!model_) throw Error(KZ_ERR_FORMAT, "llama.cpp could not load " + path);
+    if (!model_)
+        throw Error(KZ_ERR_FORMAT, "llama.cpp could not load the talker " + path + " (truncated or corrupted?)");
     vocab_ = llama_model_get_vocab(model_);
     hidden_size_ = llama_model_n_embd(model_);
     n_vocab_ = llama_vocab_n_tokens(vocab_);
@@ -124,7 +128,7 @@ void Talker::reserve(int positions) {
     cp.cb_eval_user_data = this;
     ctx_ = llama_init_from_model(model_, cp);
     if (!ctx_)
-        throw Error(KZ_ERR_FORMAT,
+        throw Error(KZ_ERR_NO_MEMORY,  // its buffers (the arguments were checked)
                     "llama.cpp could not create a context of " + std::to_string(capacity) + " positions for " + path_);
     capacity_ = capacity;
     for (int s = 0; s < slots_; ++s) {
@@ -261,7 +265,16 @@ void Talker::decode(const std::vector<Segment> &segments) {
     hidden_copied_ = 0;
     const int status = llama_decode(ctx_, batch);
     ++decodes_;
-    if (status != 0) throw Error(KZ_ERR_COMPUTE, "llama_decode failed with status " + std::to_string(status));
+    if (status != 0) {
+        std::string at = " at position " + std::to_string(positions_[size_t(segments[0].slot)]);
+        if (segments.size() > 1) {  // where each slot was
+            at = " at positions";
+            for (const Segment &g : segments)
+                at += (&g == &segments[0] ? " " : ", ") + std::to_string(positions_[size_t(g.slot)]) + " (slot " +
+                      std::to_string(g.slot) + ")";
+        }
+        throw Error(KZ_ERR_COMPUTE, "llama_decode failed with status " + std::to_string(status) + at + " of " + path_);
+    }
     if (hidden_copied_ != hidden_to_.size())
         throw Error(KZ_ERR_COMPUTE, "llama.cpp's graph for " + path_ + " has no " + HIDDEN_TENSOR + " row");
     for (size_t k = 0; k < segments.size(); ++k) {
@@ -306,7 +319,7 @@ bool Talker::shares_bits() {
 }  // namespace kz
 
 KZ_API void kz_talker_context_params(void *llama_params, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
-                                     kz_talker_hidden *hidden) {
+                                     kz_talker_hidden_out *hidden) {
     auto &cp = *static_cast<llama_context_params *>(llama_params);
     cp.n_ctx = uint32_t(n_ctx);
     cp.n_batch = cp.n_ubatch = uint32_t(n_batch);

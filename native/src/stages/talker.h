@@ -1,7 +1,8 @@
 // The talker: a llama.cpp qwen3tts model fed embedding vectors through llama.h (the libllama
-// that llama-cpp-python ships), as kazetts/stages/talker.py drives it: IMROPE batches with
-// 4 x n_tokens positions, one output row (the last position) per utterance and call, its hidden
-// state read by the eval callback (kazetts/talker.h), plain CPU buffers on AMX CPUs.
+// that llama-cpp-python ships), the one driver of both engines (the native engine holds this
+// class, the Python engine's kazetts/stages/talker.py its C API, kz_talker in kazetts/talker.h):
+// IMROPE batches with 4 x n_tokens positions, one output row (the last position) per utterance
+// and call, its hidden state read by llama.cpp's eval callback, plain CPU buffers on AMX CPUs.
 //
 // Several utterances can advance in lockstep, each in a slot of its own: a llama.cpp sequence
 // with its own KV stream (kv_unified off). Each slot's outputs are bit for bit those of the same
@@ -27,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "kazetts/talker.h"
+
 struct ggml_tensor;
 struct llama_model;
 struct llama_context;
@@ -38,7 +41,8 @@ class Talker {
   public:
     // `slots` utterances at most at a time; flash_attn off: llama.cpp's attention without it
     // (other bits than the talker's default, but every step of every slot can share a decode).
-    // Throws kz::Error (FORMAT when llama.cpp cannot load the file)
+    // Throws kz::Error (FORMAT when llama.cpp cannot load the file, NO_MEMORY when it cannot
+    // make the context)
     Talker(const std::string &path, int threads, int n_ctx, int n_batch, bool verbose, int slots = 1,
            bool flash_attn = true);
     ~Talker();
@@ -75,6 +79,7 @@ class Talker {
 
     int slots() const { return slots_; }
     int n_ctx() const { return n_ctx_; }
+    int capacity() const { return capacity_; }  // positions each slot's KV cells hold now (see reset_slot)
     int hidden_size() const { return hidden_size_; }
     int n_vocab() const { return n_vocab_; }
     // Whether single rows of several slots share decodes (see the top of this file), and the
@@ -112,5 +117,9 @@ class Talker {
     bool flash_attn_ = true, shares_steps_ = false;
     int64_t decodes_ = 0;
 };
+
+// The kz::Talker of a handle of the C API (kazetts/talker.h, stages/talker_api.cpp), for the
+// library's own callers of that API (e.g. one that drives a handle's slots in C++).
+Talker &talker_of(kz_talker *handle);
 
 }  // namespace kz

@@ -3,14 +3,18 @@ package org.kazetts;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * A loaded Qwen3-TTS model (talker + mmproj GGUF files) over libkazetts' C ABI (kazetts/tts.h).
  *
- * <p>One request at a time: {@code generate} calls are serialized on the instance. {@link #cancel()}
- * may be called from any thread (Android's {@code TextToSpeechService.onStop}); the running
- * request then ends within one frame. {@link #close()} cancels, waits for the running request
- * and frees the model; closing twice is allowed. Text and strings cross JNI as UTF-8 bytes.
+ * <p>Up to {@link Config#maxBatch} requests at a time (default 1), each from its own thread
+ * ({@code generate}, {@code stream}, {@code enroll}): their frames are computed together, each
+ * request getting the audio it gets alone; more wait for a seat ({@link Config#queue}) or throw
+ * {@link IllegalStateException} (KZ_ERR_STATE). {@link #cancel()} may be called from any thread (Android's
+ * {@code TextToSpeechService.onStop}); the running requests then end within one frame.
+ * {@link #close()} cancels, waits for the running requests and frees the model; closing twice is
+ * allowed. Text and strings cross JNI as UTF-8 bytes.
  *
  * <p>The native library is {@code kazetts_jni} ({@code System.loadLibrary}); it needs
  * libkazetts, libllama and libggml* beside it (see docs/android.md).
@@ -36,6 +40,13 @@ public final class KazeTts implements AutoCloseable {
          * spare core (kz_tts_auto_codec_threads). The audio and the chunks are the same either way.
          */
         public int codecThreads = -1;
+        /**
+         * Requests at once, 1..16 (kz_tts_params.max_batch): their talker steps and code predictor
+         * frames are computed together; each live request holds its own talker KV cache.
+         */
+        public int maxBatch = 1;
+        /** Requests that may wait for a seat beyond maxBatch, in arrival order (default 0: refused at once). */
+        public int queue = 0;
     }
 
     /**
@@ -135,8 +146,10 @@ public final class KazeTts implements AutoCloseable {
     private final Object handleLock = new Object();  // guards handle against cancel/close races
     private volatile long handle;
     private final String info;
-    private Stats lastStats;
-    private TextStream openStream;  // guarded by handleLock
+    private volatile Stats lastStats;
+    private final List<TextStream> openStreams = new ArrayList<>();  // guarded by handleLock
+    // held (shared) by each running generate, so that close() waits for them
+    private final ReentrantReadWriteLock use = new ReentrantReadWriteLock();
 
     public KazeTts(String talkerPath, String mmprojPath) {
         this(talkerPath, mmprojPath, new Config());
@@ -147,7 +160,8 @@ public final class KazeTts implements AutoCloseable {
             throw new IllegalArgumentException("talkerPath, mmprojPath and config are required");
         }
         handle = nativeLoad(utf8(talkerPath), utf8(mmprojPath), config.threads,
-                config.codecWeights == CodecWeights.F32 ? 0 : 1, config.contextSize, config.codecThreads);
+                config.codecWeights == CodecWeights.F32 ? 0 : 1, config.contextSize, config.codecThreads,
+                config.maxBatch, config.queue);
         info = new String(nativeModelInfo(handle), StandardCharsets.UTF_8);
     }
 
@@ -172,14 +186,13 @@ public final class KazeTts implements AutoCloseable {
 
     /** Synthesizes the whole text; returns float PCM in [-1, 1] at sampleRate(). */
     public float[] generate(String text, Options options) {
-        return run(text, options, null, true);
+        return run(text, options, null, true).audio;
     }
 
-    /** Streams the text to the callback (first chunk after the first frame). */
+    /** Streams the text to the callback (first chunk after the first frame); returns its figures. */
     public Stats generate(String text, Options options, ChunkCallback callback) {
         if (callback == null) throw new IllegalArgumentException("callback is required");
-        run(text, options, callback, false);
-        return lastStats();
+        return run(text, options, callback, false).stats;
     }
 
     /**
@@ -187,17 +200,18 @@ public final class KazeTts implements AutoCloseable {
      * then finish(). Only tokens no later text can change are fed, so a text of up to 150
      * characters gives exactly generate()'s codes and samples however it is pushed. The request is
      * checked here (a bad one throws before any compute). The callback (may be null) runs on the
-     * stream's own worker thread, never on the pushing one; push() never waits for audio. One
-     * request at a time per KazeTts: generate() and stream() throw IllegalStateException until
-     * this stream is finished or closed. See kz_tts_stream_begin in kazetts/tts.h.
+     * stream's own worker thread, never on the pushing one; push() never waits for audio. The
+     * stream holds one of the maxBatch seats until it is finished or closed. See
+     * kz_tts_stream_begin in kazetts/tts.h.
      */
     public TextStream stream(Options options, ChunkCallback callback) {
         if (options == null) throw new IllegalArgumentException("options are required");
         synchronized (handleLock) {
             long h = nativeStreamBegin(open(), utf8(options.speaker), utf8(options.language),
                     utf8(options.instruct), options.xvector, options.ints(), options.floats(), options.seed, callback);
-            openStream = new TextStream(h);
-            return openStream;
+            TextStream stream = new TextStream(h);
+            openStreams.add(stream);
+            return stream;
         }
     }
 
@@ -236,9 +250,7 @@ public final class KazeTts implements AutoCloseable {
                 release();
             }
             Stats done = new Stats(stats);
-            synchronized (KazeTts.this) {
-                lastStats = done;
-            }
+            lastStats = done;
             return done;
         }
 
@@ -262,21 +274,27 @@ public final class KazeTts implements AutoCloseable {
             nativeStreamFree(stream);
             stream = 0;
             synchronized (handleLock) {
-                if (openStream == this) openStream = null;
+                openStreams.remove(this);
             }
         }
     }
 
-    /** The codes of the last request, frame-major (16 a frame). */
-    public synchronized int[] lastCodes() {
-        return nativeLastCodes(open());
+    /** The codes of the last request that ended, frame-major (16 a frame). */
+    public int[] lastCodes() {
+        use.readLock().lock();
+        try {
+            return nativeLastCodes(open());
+        } finally {
+            use.readLock().unlock();
+        }
     }
 
-    public synchronized Stats lastStats() {
+    /** The figures of the last request that ended. */
+    public Stats lastStats() {
         return lastStats;
     }
 
-    /** Stops the running request within one frame; any thread; a no-op when idle or closed. */
+    /** Stops the running requests within one frame; any thread; a no-op when idle or closed. */
     public void cancel() {
         synchronized (handleLock) {
             if (handle != 0) nativeCancel(handle);
@@ -286,37 +304,60 @@ public final class KazeTts implements AutoCloseable {
     @Override
     public void close() {
         cancel();
-        TextStream running;
+        List<TextStream> running;
         synchronized (handleLock) {
-            running = openStream;
+            running = new ArrayList<>(openStreams);
         }
-        if (running != null) running.close();  // its worker ends before the handle goes
-        synchronized (this) {  // waits for a running generate
+        for (TextStream stream : running) stream.close();  // their workers end before the handle goes
+        use.writeLock().lock();  // waits for the running generates
+        try {
             synchronized (handleLock) {
                 if (handle != 0) {
                     nativeFree(handle);
                     handle = 0;
                 }
             }
+        } finally {
+            use.writeLock().unlock();
         }
     }
 
-    private synchronized float[] run(String text, Options o, ChunkCallback callback, boolean collect) {
+    private static final class Outcome {
+        final float[] audio;
+        final Stats stats;
+
+        Outcome(float[] audio, Stats stats) {
+            this.audio = audio;
+            this.stats = stats;
+        }
+    }
+
+    private Outcome run(String text, Options o, ChunkCallback callback, boolean collect) {
         if (text == null) throw new IllegalArgumentException("text is required");
         if (o == null) throw new IllegalArgumentException("options are required");
         double[] stats = new double[11];
         float[] audio;
-        if (o.voice == null) {
-            audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
-                    o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats, 0);
-        } else {
-            synchronized (o.voice) {  // (not closed while the request reads it)
+        use.readLock().lock();
+        try {
+            if (o.voice == null) {
                 audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language), utf8(o.instruct),
-                        o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats, o.voice.nativeHandle());
+                        o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats, 0);
+            } else {
+                o.voice.use.readLock().lock();  // (not closed while the request reads it)
+                try {
+                    audio = nativeSynthesize(open(), utf8(text), utf8(o.speaker), utf8(o.language),
+                            utf8(o.instruct), o.xvector, o.ints(), o.floats(), o.seed, callback, collect, stats,
+                            o.voice.nativeHandle());
+                } finally {
+                    o.voice.use.readLock().unlock();
+                }
             }
+        } finally {
+            use.readLock().unlock();
         }
-        lastStats = new Stats(stats);
-        return audio;
+        Stats done = new Stats(stats);
+        lastStats = done;
+        return new Outcome(audio, done);
     }
 
     private long open() {
@@ -361,7 +402,7 @@ public final class KazeTts implements AutoCloseable {
 
     private static native long nativeDefaultOptions(int[] ints, float[] floats);
     private static native long nativeLoad(byte[] talker, byte[] mmproj, int threads, int codecWeights, int nCtx,
-                                          int codecThreads);
+                                          int codecThreads, int maxBatch, int queue);
     private static native void nativeFree(long handle);
     private static native void nativeCancel(long handle);
     private static native byte[] nativeModelInfo(long handle);
@@ -391,9 +432,14 @@ public final class KazeTts implements AutoCloseable {
 
     /** As {@link #enroll(float[], int, String)}, with refSilence seconds (0..2; about 0.5 helps ICL)
      * of silence appended to the recording before encoding. */
-    public synchronized Voice enroll(float[] pcm, int sampleRate, String refText, float refSilence) {
+    public Voice enroll(float[] pcm, int sampleRate, String refText, float refSilence) {
         if (pcm == null) throw new IllegalArgumentException("pcm is required");
-        return new Voice(nativeEnroll(open(), pcm, sampleRate, utf8(refText), refSilence));
+        use.readLock().lock();
+        try {
+            return new Voice(nativeEnroll(open(), pcm, sampleRate, utf8(refText), refSilence));
+        } finally {
+            use.readLock().unlock();
+        }
     }
 
     private static native long nativeEnroll(long handle, float[] pcm, int sampleRate, byte[] refText,

@@ -1,6 +1,7 @@
 package org.kazetts;
 
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * A cloned voice (Base models) and its {@code .voice} file, over libkazetts' kazetts/voice.h: the
@@ -88,11 +89,19 @@ public final class Voice implements AutoCloseable {
         return open();
     }
 
+    // held (shared) by each request that reads the voice, so that close() waits for them
+    final ReentrantReadWriteLock use = new ReentrantReadWriteLock();
+
     @Override
     public synchronized void close() {
-        if (handle != 0) {
-            nativeFree(handle);
-            handle = 0;
+        use.writeLock().lock();
+        try {
+            if (handle != 0) {
+                nativeFree(handle);
+                handle = 0;
+            }
+        } finally {
+            use.writeLock().unlock();
         }
     }
 

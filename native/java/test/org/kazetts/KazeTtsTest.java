@@ -343,6 +343,47 @@ public final class KazeTtsTest {
         tooMany.codecThreads = 513;
         expectThrows("codecThreads 513", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, tooMany));
 
+        // maxBatch 2: two requests from two threads at once, each the Python engine's codes and samples
+        List<String[]> two = new ArrayList<>();
+        for (String line : Files.readAllLines(dir.resolve("cases.tsv"), StandardCharsets.UTF_8)) {
+            if (two.size() < 2) two.add(line.split("\t"));
+        }
+        KazeTts.Config batched = new KazeTts.Config();
+        batched.codecWeights = KazeTts.CodecWeights.F32;
+        batched.maxBatch = 2;
+        try (KazeTts pair = new KazeTts(talker, mmproj, batched)) {
+            List<List<float[]>> heard = Arrays.asList(new ArrayList<>(), new ArrayList<>());
+            List<List<int[]>> heardCodes = Arrays.asList(new ArrayList<>(), new ArrayList<>());
+            CountDownLatch both = new CountDownLatch(2);
+            Thread[] threads = new Thread[2];
+            for (int i = 0; i < 2; i++) {
+                final int k = i;
+                final String[] f = two.get(k);
+                threads[k] = new Thread(() -> {
+                    both.countDown();
+                    try {
+                        both.await();
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    pair.generate(new String(Base64.getDecoder().decode(f[1]), StandardCharsets.UTF_8), options(f),
+                            (samples, codes, soFar) -> heard.get(k).add(samples) && heardCodes.get(k).add(codes));
+                });
+                threads[k].start();
+            }
+            for (Thread t : threads) t.join();
+            for (int k = 0; k < 2; k++) {
+                String[] f = two.get(k);
+                int[] codes = heardCodes.get(k).stream().flatMapToInt(Arrays::stream).toArray();
+                check("maxBatch 2, " + f[0] + " beside another", Arrays.equals(codes, readInts(dir.resolve(f[0] + ".codes")))
+                        && Arrays.equals(concat(heard.get(k)), readFloats(dir.resolve(f[0] + ".pcm"))),
+                        (codes.length / 16) + " frames");
+            }
+        }
+        KazeTts.Config tooBig = new KazeTts.Config();
+        tooBig.maxBatch = 17;
+        expectThrows("maxBatch 17", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, tooBig));
+
         tts.close();
         tts.close();
         check("close twice", true, "");
