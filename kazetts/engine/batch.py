@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import functools
 import threading
 from typing import Iterator
 
@@ -37,6 +38,10 @@ _SIGNATURES = {
     "kz_batch_talker_step": (ctypes.c_int, [_P, _i32, _f32_p, _i32, _i32, _i32_p]),
     "kz_batch_cp_frame": (ctypes.c_int, [_P, _i32, _i32, _P, _i32_p, _f32_p, _i32_p]),
     "kz_batch_embed_codes": (ctypes.c_int, [_P, _i32_p, _f32_p]),
+    "kz_batch_codec_decode": (
+        ctypes.c_int,
+        [_P, _P, _i32_p, ctypes.c_int, ctypes.c_int, _f32_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
     "kz_batch_last_error": (ctypes.c_char_p, []),
 }
 
@@ -73,10 +78,14 @@ class Seat:
 
     `talker` drives the slot as talker_frames drives a Talker (reset, then steps), through the
     batch; `frames(config, rng)` makes its code predictor frames there; `present(frames)` marks
-    the request present while a frame is computed."""
+    the request present while a frame is computed. `codec` decodes on the batch's thread when
+    the codec is serial (`serial_codec`), as the native engine does: ggml's OpenMP team of the
+    request's thread, spinning idle between its codec pushes, took the cores from the batch's
+    (a lone request ran ~1.6x slower); an overlapped codec keeps its own thread."""
 
-    def __init__(self, batch: Batch, slot: int, codec: CodecStream):
-        self.batch, self.slot, self.codec = batch, slot, codec
+    def __init__(self, batch: Batch, slot: int, codec: CodecStream, serial_codec: bool):
+        self.batch, self.slot = batch, slot
+        self.codec = _BatchCodec(batch, codec) if serial_codec else codec
         self.talker = _SlotTalker(self)
         self._member = None
         self.batch_max = 1  # the most requests its steps ran with
@@ -120,6 +129,22 @@ class Seat:
 
     def frames(self, config: SamplerConfig, rng: native.Rng | None) -> "_SlotFrames":
         return _SlotFrames(self, config, rng)
+
+
+class _BatchCodec:
+    """A codec stream whose pushes run on the batch's thread, between the batches."""
+
+    def __init__(self, batch: Batch, stream: CodecStream):
+        self._stream = stream
+        self._push = functools.partial(batch._lib.kz_batch_codec_decode, batch._handle)
+
+    def stream(self, codes_chunk) -> np.ndarray:
+        status, audio = self._stream.decoder._push(self._push, self._stream._handle, codes_chunk)
+        self._stream._check(status)
+        return audio
+
+    def reset(self) -> None:
+        self._stream.reset()
 
 
 class _SlotTalker:

@@ -16,6 +16,7 @@
 #define KAZETTS_BATCH_H
 
 #include "kazetts/code_predictor.h"
+#include "kazetts/codec.h"
 #include "kazetts/common.h"
 #include "kazetts/talker.h"
 
@@ -51,6 +52,13 @@ KZ_API int kz_batch_talker_step(kz_batch *batch, int32_t slot, const float *embe
  * codes_out[15], embedding_sum_out[n_embd_in]. sampling NULL: greedy. */
 KZ_API int kz_batch_cp_frame(kz_batch *batch, int32_t slot, int32_t cb0, const kz_cp_sampling *sampling,
                              int32_t *codes_out, float *embedding_sum_out, int32_t *together);
+
+/* kz_codec_stream_decode of a member's codec stream, run on the batch's thread between the batches
+ * (the thread that computes the talker and the code predictor: ggml's OpenMP team of another
+ * thread, idle between its computes, would spin on the cores they need). The stream's error
+ * message is its kz_codec_stream_last_error. */
+KZ_API int kz_batch_codec_decode(kz_batch *batch, kz_codec_stream *stream, const int32_t *codes, int n_frames,
+                                 int n_codebooks, float *out, size_t capacity, size_t *written);
 
 /* kz_cp_embed_codes between the batches (e.g. an ICL reference's frames). */
 KZ_API int kz_batch_embed_codes(kz_batch *batch, const int32_t *codes16, float *out);

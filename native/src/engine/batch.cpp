@@ -81,6 +81,17 @@ KZ_API int kz_batch_cp_frame(kz_batch *batch, int32_t slot, int32_t cb0, const k
     });
 }
 
+KZ_API int kz_batch_codec_decode(kz_batch *batch, kz_codec_stream *stream, const int32_t *codes, int n_frames,
+                                 int n_codebooks, float *out, size_t capacity, size_t *written) {
+    if (!batch) return KZ_ERR_INVALID_ARGUMENT;
+    int status = KZ_OK;
+    const int guard = guarded([&] {
+        batch->batcher.solo(
+            [&] { status = kz_codec_stream_decode(stream, codes, n_frames, n_codebooks, out, capacity, written); });
+    });
+    return guard != KZ_OK ? guard : status;
+}
+
 KZ_API int kz_batch_embed_codes(kz_batch *batch, const int32_t *codes16, float *out) {
     return guarded([&] {
         if (!batch || !codes16 || !out) throw kz::Error(KZ_ERR_INVALID_ARGUMENT, "null argument");
