@@ -65,9 +65,7 @@ class Batch(native.NativeHandle):
 
     def embed_codes(self, codes16) -> np.ndarray:
         """The code predictor's embed_codes, between the batches."""
-        codes = np.ascontiguousarray(codes16, dtype=np.int32).reshape(-1)
-        if codes.size != self.code_predictor.n_codebooks + 1:
-            raise ValueError(f"need {self.code_predictor.n_codebooks + 1} codes, got {codes.size}")
+        codes = self.code_predictor.frame_codes(codes16)
         out = np.zeros(self.code_predictor.n_embd_in, np.float32)
         self._check(self._lib.kz_batch_embed_codes(self._handle, native.ptr(codes, ctypes.c_int32), native.ptr(out)))
         return out
@@ -89,14 +87,13 @@ class Seat:
         self.talker = _SlotTalker(self)
         self._member = None
         self.batch_max = 1  # the most requests its steps ran with
-        self._together = ctypes.c_int32(0)
 
-    def ran_with(self) -> ctypes.c_int32:
-        """Where a batch call writes how many steps ran together."""
-        return self._together
-
-    def ran(self) -> None:
-        self.batch_max = max(self.batch_max, self._together.value)
+    def call(self, fn, *args) -> None:
+        """A batch call for this seat's slot: fn(handle, slot, *args, together), `together` the
+        count of requests it ran with (kept in batch_max)."""
+        together = ctypes.c_int32(0)
+        self.batch._check(fn(self.batch._handle, self.slot, *args, ctypes.byref(together)))
+        self.batch_max = max(self.batch_max, together.value)
 
     def enter(self) -> None:
         """The request starts: a member, away until its frame loop computes."""
@@ -162,13 +159,7 @@ class _SlotTalker:
 
     def step(self, embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1, self._talker.hidden_size)
-        batch = self._seat.batch
-        batch._check(
-            batch._lib.kz_batch_talker_step(
-                batch._handle, self._seat.slot, native.ptr(rows), len(rows), self._reset, self._seat.ran_with()
-            )
-        )
-        self._seat.ran()
+        self._seat.call(self._seat.batch._lib.kz_batch_talker_step, native.ptr(rows), len(rows), self._reset)
         self._reset = -1
         return self._talker.outputs(self._seat.slot)
 
@@ -194,20 +185,14 @@ class _SlotFrames:
 
     def predict(self, hidden: np.ndarray, cb0: int, frame: int) -> tuple[np.ndarray, np.ndarray]:
         """(the frame's 16 codes, their summed embedding); `hidden` is the slot's, which the batch reads itself."""
-        batch = self._seat.batch
         embedding = np.zeros(self._n_embd_in, np.float32)
-        batch._check(
-            batch._lib.kz_batch_cp_frame(
-                batch._handle,
-                self._seat.slot,
-                int(cb0),
-                ctypes.byref(self._sampling),
-                native.ptr(self._codes, ctypes.c_int32),
-                native.ptr(embedding),
-                self._seat.ran_with(),
-            )
+        self._seat.call(
+            self._seat.batch._lib.kz_batch_cp_frame,
+            int(cb0),
+            ctypes.byref(self._sampling),
+            native.ptr(self._codes, ctypes.c_int32),
+            native.ptr(embedding),
         )
-        self._seat.ran()
         return np.concatenate([[cb0], self._codes]).astype(np.int32), embedding
 
 

@@ -178,11 +178,16 @@ class CodePredictor(native.NativeHandle):
             raise ValueError("sampling needs rng= (numpy Generator) or seed=")
         return s
 
-    def embed_codes(self, codes16) -> np.ndarray:
-        """codec_embedding[CB0] + sum_g table_g[CB_{g+1}] for 16 codes."""
+    def frame_codes(self, codes16) -> np.ndarray:
+        """A frame's 16 codes as embed_codes takes them (int32, flat); ValueError for another count."""
         c = np.ascontiguousarray(codes16, dtype=np.int32).reshape(-1)
         if c.size != self.n_codebooks + 1:
             raise ValueError(f"need {self.n_codebooks + 1} codes, got {c.size}")
+        return c
+
+    def embed_codes(self, codes16) -> np.ndarray:
+        """codec_embedding[CB0] + sum_g table_g[CB_{g+1}] for 16 codes."""
+        c = self.frame_codes(codes16)
         out = np.zeros(self.n_embd_in, np.float32)
         self._check(self._lib.kz_cp_embed_codes(self._handle, native.ptr(c, ctypes.c_int32), native.ptr(out)))
         return out

@@ -647,14 +647,11 @@ Lane *kz_tts::take_lane(const char **why) {
             return nullptr;
         }
     }
-    for (auto &lane : lanes) {
-        if (lane->taken) continue;
-        lane->taken = true;
-        lane->cancelled.store(false);
-        lane->codes.clear();
-        return lane.get();
-    }
-    return nullptr;
+    Lane *lane = free_lane();  // (there is one: none, and the request waited above)
+    lane->taken = true;
+    lane->cancelled.store(false);
+    lane->codes.clear();
+    return lane;
 }
 
 void kz_tts::leave(Lane *lane) {
