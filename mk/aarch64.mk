@@ -1,10 +1,12 @@
 # aarch64 (Android-class CPU) golden tests from an x86-64 Debian host: one cross build of ggml +
 # llama (ARMv8.0 baseline) + native/, golden_check under qemu-aarch64 at each CPU of QEMU_CPUS
-# (default cortex-a53 cortex-a76 max: NEON, dotprod, i8mm; see scripts/aarch64_goldens.sh).
+# (default cortex-a53 cortex-a76 max: NEON, dotprod, i8mm; see scripts/aarch64_goldens.sh); then
+# the instruction-counting plugin of aarch64-count on a program of known counts (--self-check).
 .PHONY: aarch64-test aarch64-pip-check aarch64-count
 
 aarch64-test: setup llama-src
 	LLAMA_SRC=$(LLAMA_SRC) SOXR_SRC=$(SOXR_SRC) VENV_PYTHON=$(VENV)/bin/python KAZETTS_CACHE=$(KAZETTS_CACHE) scripts/aarch64_goldens.sh
+	KAZETTS_CACHE=$(KAZETTS_CACHE) $(VENV)/bin/python scripts/aarch64_count.py --self-check
 
 # `pip install <sdist>` + `kazetts say` in an arm64 Debian chroot under qemu-user, llama-cpp-python
 # compiled there from PyPI (scripts/aarch64_pip_check.sh; as root). Hours cold; a cached run
