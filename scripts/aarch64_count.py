@@ -4,7 +4,8 @@ kazetts' native engine (tts.h) beside llama.cpp's own llama-tts, on the same 0.6
 at three CPU levels. Entry point: make aarch64-count.
 
     .venv/bin/python scripts/aarch64_count.py [--levels a53 a76 max] [--engines kazetts llama-tts]
-                     [--frames 8] [--bytes] [--kazetts-ggml level|baseline] [--json OUT.json]
+                     [--frames 9] [--bytes] [--kazetts-ggml level|baseline] [--json OUT.json]
+    .venv/bin/python scripts/aarch64_count.py --self-check   # the plugin on known counts (CI)
 
 Per level (the -cpu of qemu, and the -march every library of that row is built for):
 
@@ -24,7 +25,9 @@ and pop. A marker is an ARM `hint #N` of a number no ARMv8/9 core gives a meanin
 every core, and under qemu): kazetts has them in its frame loop (native/src/core/stage_mark.h);
 llama-tts, which is not modified, gets them from an LD_PRELOAD shim (scripts/qemu/llama_tts_stages.c)
 that wraps the public calls its frame loop makes (mtmd_helper_gen_audio_*, llama_process,
-mtmd_gen_audio_process). Both engines run one thread, greedy, the non-streaming text prompt,
+mtmd_gen_audio_process). Beside all instructions it counts SIMD & FP ones and loads / stores
+(by the A64 encoding), and with --bytes the bytes loaded (a callback per access: slower). Both
+engines compute on one thread at a time (THREADS), greedy, the non-streaming text prompt,
 end-of-speech forbidden (llama-tts: --logit-bias <eos>-inf; kazetts: min_frames), exactly
 --frames frames, the same x-vector / speaker clip as scripts/bench.py. Instruction counts do not
 depend on the machine's load: a run is reproducible to the instruction for the same binaries.
@@ -33,6 +36,9 @@ Stages: prefill (the talker on the prompt) and request setup (text, prompt rows,
 speaker encoding) are totals; per frame: talker (decoding steps), code predictor, codec, other
 (sampling and glue inside the frame loop; llama-tts decodes the audio at the end, kazetts every
 4 frames, both inside the request). Load and exit are outside the request and not reported.
+Beside the counts: the weights each stage reads per frame (from the files' tensor sizes), and at
+the a76 level a projection for a Cortex-A76 and a Cortex-X1 phone core from their published
+decode width, vector pipes, clock and DRAM bandwidth (CORES): a floor, not a measurement.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -346,8 +353,23 @@ def run_key(engine: str, cpu: str, a, files: dict, builds: dict, cmd: list, env:
 
 # kzcount's slots (native/src/core/stage_mark.h): 0 outside, 1 frame-loop glue, 2 prefill,
 # 3 talker, 4 code predictor, 5 codec, 16 the request's set-up
-SLOTS = {"outside": 0, "other": 1, "prefill": 2, "talker": 3, "code predictor": 4, "codec": 5, "setup": 16}
+SLOTS = {
+    "outside": 0,
+    "other": 1,
+    "request": 1,
+    "prefill": 2,
+    "talker": 3,
+    "code predictor": 4,
+    "codec": 5,
+    "setup": 16,
+}
 PER_FRAME = ["talker", "code predictor", "codec", "other"]
+# The guest threads of a run. kazetts: the caller, kz_tts_load's loader (joined before the request)
+# and the batcher's thread, where the talker, code predictor and serial codec run while the
+# request's thread waits for them: one computes at a time, the instructions go to the stage the
+# request's thread marked, and the counts are exact but for the few instructions of a hand-off
+# (the plugin's counter is one for all threads). llama-tts: one thread (OMP_THREAD_LIMIT=1).
+THREADS = {"kazetts": 3, "llama-tts": 1}
 
 
 def codec_window_frames(run: dict) -> int:
@@ -364,27 +386,120 @@ def codec_window_frames(run: dict) -> int:
 
 
 def figures(run: dict) -> dict:
-    """Per frame (millions): the frame-loop stages over the frames; totals (millions): prefill, setup."""
+    """Per frame (millions): the frame-loop stages over the frames; totals (millions): prefill,
+    setup. Also, where the run counted them, SIMD & FP and load / store instructions (simd, memory)
+    and bytes loaded (read)."""
     slots = {s["slot"]: s for s in run["slots"]}
-    f = run["frames"]
-    out = {name: slots[SLOTS[name]]["insns"] / f / 1e6 for name in PER_FRAME}
-    codec_frames = codec_window_frames(run)
-    out["codec"] = slots[SLOTS["codec"]]["insns"] / codec_frames / 1e6
-    out["total"] = sum(out[n] for n in PER_FRAME)
-    out["prefill"] = slots[SLOTS["prefill"]]["insns"] / 1e6
-    out["setup"] = slots[SLOTS["setup"]]["insns"] / 1e6
-    out["calls"] = {name: slots[SLOTS[name]]["begins"] for name in ("talker", "code predictor", "codec")}
+    per = {name: run["frames"] for name in PER_FRAME}
+    per["codec"] = codec_window_frames(run)
+
+    def per_frame(field: str) -> dict:
+        out = {name: slots[SLOTS[name]][field] / per[name] / 1e6 for name in PER_FRAME}
+        out["total"] = sum(out[n] for n in PER_FRAME)
+        out["prefill"] = slots[SLOTS["prefill"]][field] / 1e6
+        out["setup"] = slots[SLOTS["setup"]][field] / 1e6
+        return out
+
+    out = per_frame("insns")
+    if "simd_fp" in slots[0]:
+        out["simd"], out["memory"] = per_frame("simd_fp"), per_frame("loads_stores")
     if run.get("bytes"):
-        out["read"] = {name: slots[SLOTS[name]]["bytes_read"] / f / 1e6 for name in PER_FRAME}
-        out["read"]["codec"] = slots[SLOTS["codec"]]["bytes_read"] / codec_frames / 1e6
-        out["read"]["total"] = sum(out["read"][n] for n in PER_FRAME)
+        out["read"] = per_frame("bytes_read")
+    out["calls"] = {name: slots[SLOTS[name]]["begins"] for name in ("talker", "code predictor", "codec")}
     return out
 
 
-def table(runs: list[dict], frames: int) -> str:
+def weight_bytes(files: dict, engine: str, codec_frames: int, codec_reads: int) -> dict:
+    """MB of weights a stage of `engine` reads per frame, from the files' tensor sizes: the talker's
+    every matrix per step (its token table only by rows: not counted), the code predictor's layers
+    once per pass (15 a frame: one per codebook 1..15) and each codebook's head once, the codec's
+    weights (its codebooks only by rows) once per decode. kazetts keeps the code predictor's F32
+    ffn_down in the layers' Q8_0 (KZ_CP_WEIGHTS_AUTO, kazetts/code_predictor.h); llama-tts reads it
+    as stored. What a core must stream from DRAM when the weights exceed its caches."""
+    from kazetts.gguf.header import GGUFHeader
+
+    talker, mmproj = GGUFHeader(files["talker"]), GGUFHeader(files["mmproj"])
+
+    def cp_bytes(name: str) -> float:
+        shape, kind = mmproj.tensors[name]
+        if engine == "kazetts" and name.endswith(".ffn_down.weight") and kind.name == "F32":
+            return math.prod(shape) * 34 / 32  # Q8_0: 32 weights in 34 bytes
+        return mmproj.nbytes(name)
+
+    step = sum(talker.nbytes(n) for n in talker.tensors if n != "token_embd.weight")
+    layers = sum(cp_bytes(n) for n in mmproj.tensors if n.startswith("a.gen.code.blk."))
+    heads = mmproj.nbytes("a.gen.code.head.weight")
+    passes = mmproj.tensors["a.gen.code.head.weight"][0][2]  # one head per codebook 1..15
+    codec = sum(
+        mmproj.nbytes(n) for n in mmproj.tensors if n.startswith("a.gen.wav.") and not n.endswith(".codebook.weight")
+    )
+    return {
+        "talker": step / 1e6,
+        "code predictor": (passes * layers + heads) / 1e6,
+        "codec": codec * codec_reads / codec_frames / 1e6,
+    }
+
+
+# Published figures of two phone cores (a projection from them is not a measurement): clock of a
+# SoC's big core, instructions decoded a cycle, 128-bit vector pipes, and the SoC's peak DRAM
+# bandwidth. Cortex-A76: 4-wide decode, two 128-bit NEON pipes (Arm, AnandTech 2018); Snapdragon
+# 855: its big A76 at 2.84 GHz, LPDDR4X-4266 on 4 x 16 bits, 34.1 GB/s. Cortex-X1: 5-wide decode,
+# four 128-bit NEON pipes (Arm, AnandTech 2020); Snapdragon 888: its X1 at 2.84 GHz, LPDDR5-6400
+# on 4 x 16 bits, 51.2 GB/s.
+CORES = {
+    "Cortex-A76 (Snapdragon 855)": {"hz": 2.84e9, "decode": 4, "vector": 2, "bandwidth": 34.1e9},
+    "Cortex-X1 (Snapdragon 888)": {"hz": 2.84e9, "decode": 5, "vector": 4, "bandwidth": 51.2e9},
+}
+
+
+def projection(fig: dict, weights: dict) -> str:
+    """Per stage, a floor of ms per frame on one core of each of CORES: the largest of the
+    instructions over the decode width, the SIMD & FP instructions over the vector pipes, and the
+    weights over the DRAM bandwidth (each bound ignores the others' stalls; real cores sustain
+    less than each peak, so real times are higher)."""
+    lines = [
+        "\nProjection (not a measurement): ms per frame >= max(instructions / decode width, "
+        + "SIMD & FP / vector pipes, weight bytes / DRAM bandwidth), one core",
+        "| stage | weights MB/frame | " + " | ".join(f"{c}: decode / vector / DRAM = floor" for c in CORES) + " |",
+        "|---|---|" + "---|" * len(CORES),
+    ]
+    totals = {c: 0.0 for c in CORES}
+    for name in ("talker", "code predictor", "codec"):
+        row = [name, f"{weights[name]:.0f}"]
+        for c, k in CORES.items():
+            bounds = (
+                fig[name] * 1e6 / k["decode"] / k["hz"] * 1e3,
+                fig["simd"][name] * 1e6 / k["vector"] / k["hz"] * 1e3,
+                weights[name] * 1e6 / k["bandwidth"] * 1e3,
+            )
+            totals[c] += max(bounds)
+            row.append(" / ".join(f"{b:.1f}" for b in bounds) + f" = **{max(bounds):.1f}**")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("| frame (80 ms of audio) | | " + " | ".join(f"**{totals[c]:.1f}**" for c in CORES) + " |")
+    return "\n".join(lines)
+
+
+def compared(label: str, by: dict, get, names) -> list[str]:
+    """Table rows of get(figures)[name] per engine of `by`, with llama-tts / kazetts when both."""
+    engines = [e for e in ("kazetts", "llama-tts") if e in by]
+    lines = []
+    for name in names:
+        row = [f"{get(by[e])[name]:.1f}" for e in engines]
+        if len(engines) == 2:
+            k = get(by["kazetts"])[name]
+            row.append(f"{get(by['llama-tts'])[name] / k:.2f}" if k else "n/a")
+        lines.append(f"| {label}{name} | " + " | ".join(row) + " |")
+    return lines
+
+
+def table(runs: list[dict], frames: int, files: dict | None = None) -> str:
     lines = []
     for level in dict.fromkeys(r["level"] for r in runs):
         by = {r["engine"]: figures(r) for r in runs if r["level"] == level}
+        for r in runs:
+            if files and r["level"] == level:
+                reads = by[r["engine"]]["calls"]["codec"]
+                by[r["engine"]]["weights"] = weight_bytes(files, r["engine"], codec_window_frames(r), reads)
         cpu, arch = LEVELS[level]
         lines.append(
             f"\n{level}: qemu -cpu {cpu}, llama.cpp built {arch}; {frames} frames, 1 thread; "
@@ -393,22 +508,44 @@ def table(runs: list[dict], frames: int) -> str:
         engines = [e for e in ("kazetts", "llama-tts") if e in by]
         head = "| stage | " + " | ".join(engines) + (" | llama-tts / kazetts |" if len(engines) == 2 else " |")
         lines += [head, "|" + "---|" * (len(engines) + 1 + (len(engines) == 2))]
-        for name in [*PER_FRAME, "total", "prefill", "setup"]:
-            row = [f"{by[e][name]:.1f}" for e in engines]
-            if len(engines) == 2:
-                k = by["kazetts"][name]
-                row.append(f"{by['llama-tts'][name] / k:.2f}" if k else "n/a")
-            lines.append(f"| {name} | " + " | ".join(row) + " |")
-        if all("read" in by[e] for e in engines):
-            for name in [*PER_FRAME, "total"]:
-                row = [f"{by[e]['read'][name]:.1f}" for e in engines]
-                if len(engines) == 2:
-                    k = by["kazetts"]["read"][name]
-                    row.append(f"{by['llama-tts']['read'][name] / k:.2f}" if k else "n/a")
-                lines.append(f"| MB read: {name} | " + " | ".join(row) + " |")
+        lines += compared("", by, lambda f: f, [*PER_FRAME, "total", "prefill", "setup"])
+        for key, label in (("simd", "SIMD & FP: "), ("memory", "loads / stores: "), ("read", "MB loaded: ")):
+            if all(key in by[e] for e in engines):
+                lines += compared(label, by, lambda f, key=key: f[key], [*PER_FRAME, "total"])
+        if files:
+            lines += compared("weights MB: ", by, lambda f: f["weights"], ["talker", "code predictor", "codec"])
         calls = "; ".join(f"{e}: " + ", ".join(f"{k} {v}" for k, v in by[e]["calls"].items()) for e in engines)
         lines.append(f"calls ({frames} frames): {calls}")
+        if files and "kazetts" in by and "simd" in by["kazetts"] and level == "a76":
+            lines.append(projection(by["kazetts"], by["kazetts"]["weights"]))
     return "\n".join(lines)
+
+
+def self_check() -> int:
+    """The plugin against a program of known counts (scripts/qemu/count_check.c): every stage's
+    instructions, SIMD & FP and loads / stores exactly, no mark error, one thread."""
+    program = BUILD / "count_check"
+    program.parent.mkdir(parents=True, exist_ok=True)
+    quietly(
+        BUILD / "count_check.log",
+        ["aarch64-linux-gnu-gcc", "-O2", "-static", "-o", program, REPO / "scripts" / "qemu" / "count_check.c"],
+    )
+    counts = BUILD / "count_check.json"
+    r = qemu("cortex-a53", counts, False, {}, [program])
+    if r.returncode != 0 or not counts.exists():
+        sys.exit(f"count check: the program failed under qemu (exit {r.returncode}): {r.stderr[-2000:]}")
+    run = json.loads(counts.read_text())
+    slots = {s["slot"]: s for s in run["slots"]}
+    expected = r.stdout.split("EXPECTED ", 1)[1].strip()
+    seen = ", ".join(
+        f"{name} {slots[SLOTS[name]]['insns']} {slots[SLOTS[name]]['simd_fp']} {slots[SLOTS[name]]['loads_stores']}"
+        for name in ("setup", "request", "prefill", "talker")
+    )
+    state = (run["threads"], run["mark_errors"], run["depth_at_exit"])
+    if seen != expected or state != (1, 0, 0):
+        sys.exit(f"count check FAILED: counted {seen!r} (threads, mark errors, depth {state}), expected {expected!r}")
+    print(f"count check: {seen} (exact)")
+    return 0
 
 
 def main() -> int:
@@ -427,11 +564,14 @@ def main() -> int:
     ap.add_argument("--json", type=pathlib.Path, help="also write every run's counts there")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--fresh", action="store_true", help="run again what the count cache holds")
+    ap.add_argument("--self-check", action="store_true", help="only check the plugin on a program of known counts")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     ensure_packages()
     plugin()
+    if a.self_check:
+        return self_check()
     builds = {}
     shim = shim_build() if "llama-tts" in a.engines else None
     for level in a.levels:
@@ -453,7 +593,7 @@ def main() -> int:
             problems = []
             if run["frames"] != a.frames:
                 problems.append(f"{run['frames']} frames")
-            if run["threads"] != 1 or run["mark_errors"] or run["depth_at_exit"]:
+            if run["threads"] != THREADS[engine] or run["mark_errors"] or run["depth_at_exit"]:
                 problems.append(
                     f"threads {run['threads']}, mark errors {run['mark_errors']}, depth at exit {run['depth_at_exit']}"
                 )
@@ -461,7 +601,7 @@ def main() -> int:
                 raise SystemExit(f"{engine} at {level}: " + "; ".join(problems))
             log(f"{engine}: {run['total'] / 1e9:.2f} G instructions in all, {run['qemu_seconds']} s under qemu")
             runs.append(run)
-    print(table(runs, a.frames))
+    print(table(runs, a.frames, files))
     if a.json:
         a.json.write_text(json.dumps(runs, indent=1) + "\n")
     log(f"done in {time.monotonic() - started:.0f} s")
