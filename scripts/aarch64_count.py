@@ -30,7 +30,8 @@ mtmd_gen_audio_process). Beside all instructions it counts SIMD & FP ones and lo
 engines compute on one thread at a time (THREADS), greedy, the non-streaming text prompt,
 end-of-speech forbidden (llama-tts: --logit-bias <eos>-inf; kazetts: min_frames), exactly
 --frames frames, the same x-vector / speaker clip as scripts/bench.py. Instruction counts do not
-depend on the machine's load: a run is reproducible to the instruction for the same binaries.
+depend on the machine's load: a run of one thread is reproducible to the instruction for the same
+binaries; kazetts' (three threads handing work over) to ~2,500 instructions a stage in 10^9.
 
 Stages: prefill (the talker on the prompt) and request setup (text, prompt rows, llama-tts's
 speaker encoding) are totals; per frame: talker (decoding steps), code predictor, codec, other
@@ -367,8 +368,8 @@ PER_FRAME = ["talker", "code predictor", "codec", "other"]
 # The guest threads of a run. kazetts: the caller, kz_tts_load's loader (joined before the request)
 # and the batcher's thread, where the talker, code predictor and serial codec run while the
 # request's thread waits for them: one computes at a time, the instructions go to the stage the
-# request's thread marked, and the counts are exact but for the few instructions of a hand-off
-# (the plugin's counter is one for all threads). llama-tts: one thread (OMP_THREAD_LIMIT=1).
+# request's thread marked; three runs of the same binaries differed by <= 2,500 instructions a
+# stage (a hand-off's waits). llama-tts: one thread (OMP_THREAD_LIMIT=1).
 THREADS = {"kazetts": 3, "llama-tts": 1}
 
 
