@@ -21,9 +21,9 @@
  * the top stage's bytes read or written (a callback per access: several times slower).
  *
  * At exit it writes one JSON object to `out` (stderr without it): per stage its instructions
- * (all, SIMD & FP, loads / stores), begins, bytes read and written; the guest threads seen (the counts are exact for one: inline
- * adds are not atomic), mark errors (an end that does not match the top, a stack overflow) and
- * the stack depth at exit. */
+ * (all, SIMD & FP, loads / stores), begins, bytes read and written; the guest threads seen (the
+ * counts are exact for one: inline adds are not atomic), mark errors (an end that does not match
+ * the top, a stack overflow) and the stack depth at exit. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +46,8 @@ enum {
 #define HINT_OPCODE 0xd503201fu
 
 enum { CLASS_ALL, CLASS_SIMD, CLASS_MEMORY, CLASSES }; /* what is counted of the instructions */
-static uint64_t executed[CLASSES]; /* instructions of the blocks started so far */
-static uint64_t charged[CLASSES];  /* `executed` at the last mark */
+static uint64_t executed[CLASSES];                     /* instructions of the blocks started so far */
+static uint64_t charged[CLASSES];                      /* `executed` at the last mark */
 static uint64_t insns[KZ_SLOTS][CLASSES], begins[KZ_SLOTS], bytes_read[KZ_SLOTS], bytes_written[KZ_SLOTS];
 static int stack[KZ_MAX_DEPTH], depth = 1; /* stack[0] = 0: outside */
 static int top;                            /* the slot charged now */
