@@ -370,14 +370,20 @@ def report(results: dict) -> str:
 
 
 def run_file(path: str) -> pathlib.Path:
-    """A run's JSON file: the path itself, or for a directory its latest run (names sort by date)."""
+    """A run's JSON file: the path itself, or for a directory its latest run of scripts/bench.py
+    (names sort by date; the folder also keeps other scripts' data: concurrency, aarch64 counts)."""
     p = pathlib.Path(path)
     if p.is_dir():
-        runs = sorted(p.glob("*.json"))
+        runs = [f for f in sorted(p.glob("*.json")) if is_bench_run(f)]
         if not runs:
-            raise SystemExit(f"{p}: no run recorded (*.json)")
+            raise SystemExit(f"{p}: no run of scripts/bench.py recorded (*.json with rows)")
         return runs[-1]
     return p
+
+
+def is_bench_run(path: pathlib.Path) -> bool:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return isinstance(data, dict) and "rows" in data and "meta" in data
 
 
 def main() -> None:

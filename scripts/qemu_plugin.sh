@@ -108,7 +108,9 @@ main() {
         return
     fi
     mkdir -p "$(dirname "$OUT")"
-    gcc -shared -fPIC -O2 -Wall -Wextra -Wno-unused-parameter -I"$(dirname "$header")" -o "$OUT" "$PLUGIN_C"
+    # built aside, then renamed into place: a qemu still running the old plugin keeps its file
+    gcc -shared -fPIC -O2 -Wall -Wextra -Wno-unused-parameter -I"$(dirname "$header")" -o "$OUT.new" "$PLUGIN_C"
+    mv -f "$OUT.new" "$OUT"
     log "built $OUT (header $header)"
     echo "$OUT"
 }

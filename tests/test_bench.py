@@ -356,3 +356,15 @@ def test_smoke_run(ref_python, tmp_path):
     assert [p.name for p in runs] == [bench.run_name(results["meta"])]
     assert json.loads(runs[0].read_text()) == results
     assert "kazetts" in r.stdout and "targets" in r.stdout
+
+
+def test_the_latest_run_is_a_bench_run(tmp_path):
+    """A directory's latest run skips other scripts' data kept beside the runs (it crashed on them)."""
+    (tmp_path / "2026-12-01-abc.json").write_text(json.dumps({"title": "t", "meta": {}, "rows": []}))
+    (tmp_path / "2026-12-04-aarch64-count.json").write_text(json.dumps([{"engine": "kazetts"}]))
+    (tmp_path / "2026-12-04-concurrency.json").write_text(json.dumps({"meta": {}, "clients": []}))
+    assert bench_report.run_file(str(tmp_path)).name == "2026-12-01-abc.json"
+    for f in tmp_path.glob("2026-12-01*"):
+        f.unlink()
+    with pytest.raises(SystemExit, match="no run of scripts/bench.py"):
+        bench_report.run_file(str(tmp_path))
