@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import pathlib
 import shutil
@@ -418,16 +417,20 @@ def weight_bytes(files: dict, engine: str, codec_frames: int, codec_reads: int) 
     every matrix per step (its token table only by rows: not counted), the code predictor's layers
     once per pass (15 a frame: one per codebook 1..15) and each codebook's head once, the codec's
     weights (its codebooks only by rows) once per decode. kazetts keeps the code predictor's F32
-    ffn_down in the layers' Q8_0 (KZ_CP_WEIGHTS_AUTO, kazetts/code_predictor.h); llama-tts reads it
-    as stored. What a core must stream from DRAM when the weights exceed its caches."""
+    ffn_down in the type of the block's other matrices when they are block-quantized
+    (KZ_CP_WEIGHTS_AUTO, kazetts/code_predictor.h); llama-tts reads it as stored. What a core must
+    stream from DRAM when the weights exceed its caches."""
+    import gguf
+
     from kazetts.gguf.header import GGUFHeader
 
     talker, mmproj = GGUFHeader(files["talker"]), GGUFHeader(files["mmproj"])
 
-    def cp_bytes(name: str) -> float:
-        shape, kind = mmproj.tensors[name]
-        if engine == "kazetts" and name.endswith(".ffn_down.weight") and kind.name == "F32":
-            return math.prod(shape) * 34 / 32  # Q8_0: 32 weights in 34 bytes
+    def cp_bytes(name: str) -> int:
+        if engine == "kazetts" and name.endswith(".ffn_down.weight") and mmproj.tensors[name][1].name == "F32":
+            layer_type = mmproj.tensors[name.replace(".ffn_down.", ".attn_q.")][1]
+            if gguf.GGML_QUANT_SIZES[layer_type][0] > 1:
+                return mmproj.nbytes(name, layer_type)
         return mmproj.nbytes(name)
 
     step = sum(talker.nbytes(n) for n in talker.tensors if n != "token_embd.weight")

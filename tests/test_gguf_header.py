@@ -139,6 +139,17 @@ def test_a_scalar_tensor_is_read_as_ggml_does(tmp_path):
     assert h.tensors["b"][0] == [] and h.nbytes("b") == 4
 
 
+def test_a_tensors_bytes_in_another_type(tmp_path):
+    """nbytes(name, as_type): what a loader that converts the tensor holds (F32, type 0, too)."""
+    import gguf
+
+    L = _layout()
+    L.tensors.append(Tensor("h", [4, 3], 1, np.zeros(12, np.float16).tobytes()))
+    h = GGUFHeader(_write(tmp_path, L.to_bytes()))
+    T = gguf.GGMLQuantizationType
+    assert (h.nbytes("w"), h.nbytes("w", T.F16), h.nbytes("h"), h.nbytes("h", T.F32)) == (48, 24, 24, 48)
+
+
 # ------------------------------------------------------------------------------------- TalkerFile
 
 

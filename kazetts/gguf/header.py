@@ -197,10 +197,10 @@ class GGUFHeader:
             r.fail(f"tensor {name} row of {row} is not a multiple of the {ty.name} block of {block}")
         return shape, ty
 
-    def nbytes(self, name: str) -> int:
-        """Bytes of a tensor's data."""
+    def nbytes(self, name: str, as_type: gguf.GGMLQuantizationType | None = None) -> int:
+        """Bytes of a tensor's data (as stored, or in `as_type`: e.g. a type a loader converts it to)."""
         shape, ty = self.tensors[name]
-        block, size = gguf.GGML_QUANT_SIZES[ty]
+        block, size = gguf.GGML_QUANT_SIZES[ty if as_type is None else as_type]
         return int(np.prod([int(x) for x in shape], dtype=object)) // block * size
 
     def values(self, name: str) -> np.ndarray:
