@@ -265,8 +265,8 @@ void group_dot_neon(const uint8_t *group, int64_t kp, const uint8_t *col, float 
     finish(acc, out);
 }
 
-// The same with SDOT: a pair of rows' chunk times the column's chunk (twice) in one instruction
-// The SDOT and SMMLA kernels read a block's 128 weight bytes and 64 column bytes (side by side)
+// The same with SDOT: a pair of rows' chunk times the column's chunk (twice) in one instruction.
+// This kernel and the SMMLA one read a block's 128 weight bytes and 64 column bytes (side by side)
 // in three loads of 4 vectors: lo.val[2c + p] (hi.val for chunks 2, 3) is chunk c's pair p of rows,
 // y.val[c] chunk c. One load instruction per 4 vectors instead of one per vector (SDOT: 49
 // instructions for 2 blocks instead of 60): on one ARM core the code predictor is bound by the
