@@ -382,8 +382,19 @@ def run_file(path: str) -> pathlib.Path:
 
 
 def is_bench_run(path: pathlib.Path) -> bool:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = load(path)
+    except SystemExit:  # not JSON: not a run either
+        return False
     return isinstance(data, dict) and "rows" in data and "meta" in data
+
+
+def load(path: pathlib.Path):
+    """A JSON file's data, or a one-line error."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SystemExit(f"{path}: not a readable JSON file ({e})") from None
 
 
 def main() -> None:
@@ -392,12 +403,12 @@ def main() -> None:
     ap.add_argument("--chart", nargs=2, metavar=("RESULTS_JSON", "PNG"), help="draw the run's bar chart instead")
     a = ap.parse_args()
     if a.chart:
-        results = json.loads(pathlib.Path(a.chart[0]).read_text(encoding="utf-8"))
+        results = load(pathlib.Path(a.chart[0]))
         chart(results["rows"], a.chart[1], results["title"])
     elif a.run:
         path = run_file(a.run)
         print(f"<!-- {path} -->")
-        print(report(json.loads(path.read_text(encoding="utf-8"))))
+        print(report(load(path)))
     else:
         ap.error("give a run's JSON file (or a directory of runs), or --chart RESULTS_JSON PNG")
 

@@ -366,5 +366,10 @@ def test_the_latest_run_is_a_bench_run(tmp_path):
     assert bench_report.run_file(str(tmp_path)).name == "2026-12-01-abc.json"
     for f in tmp_path.glob("2026-12-01*"):
         f.unlink()
+    (tmp_path / "2026-12-05-cut.json").write_text("{bad")  # a cut file is not a run
     with pytest.raises(SystemExit, match="no run of scripts/bench.py"):
         bench_report.run_file(str(tmp_path))
+    with pytest.raises(SystemExit, match="cut.json: not a readable JSON file"):
+        bench_report.load(tmp_path / "2026-12-05-cut.json")
+    with pytest.raises(SystemExit, match="missing.json: not a readable JSON file"):
+        bench_report.load(tmp_path / "missing.json")
