@@ -641,7 +641,8 @@ struct Graph {
     }
 
     // w x with at least kMinCols columns: ggml picks its GEMM kernel (and so the rounding) by the
-    // column count, fewer columns are padded with zeros so a 1-frame push rounds like a big chunk
+    // column count (on ARM its F32 tinyBLAS takes 4 or more), fewer columns are padded with zeros
+    // so a 1-frame push rounds like a big chunk
     ggml_tensor *mm(ggml_tensor *w, ggml_tensor *x) {
         const int64_t T = x->ne[1];
         if (T >= kMinCols) return ggml_mul_mat(ctx, w, x);
@@ -667,9 +668,10 @@ struct Graph {
     }
 
     // a linear (Builder::linear) of the columns of x: F16 packed, conv_gemm_op; F32, ggml's mul_mat
+    // through mm (a ConvNeXt after a 1-frame push has 2 columns)
     ggml_tensor *linear(ggml_tensor *x, const Conv &c) {
         if (c.packed) return packed_conv(x, c, 0);
-        ggml_tensor *y = ggml_mul_mat(ctx, c.w, x);
+        ggml_tensor *y = mm(c.w, x);
         return c.b ? ggml_add(ctx, y, c.b) : y;
     }
 
