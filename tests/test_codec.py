@@ -412,3 +412,30 @@ def test_bad_thread_and_chunk_counts(codec_gguf, decoder):
         decoder.set_max_chunk(1 << 30)
     with pytest.raises(native.NativeError, match="n_threads must be in"):
         decoder.set_threads(100000)
+
+
+def test_f16_sums_is_f16_on_a_cpu_without_fp16_arithmetic(codec_gguf, tiny_gguf):
+    """codec_weights "f16-sums" (KZ_CODEC_WEIGHTS_F16_SUMS) sums in float16 only on ARM cores with
+    FP16 arithmetic, where golden_check's "codec kernels" and "conv gemm" stages gate it under
+    qemu (make aarch64-test); on this CPU it is "f16", bit for bit, through the decoder and the
+    native engine."""
+    import platform
+
+    from kazetts.engine.native_tts import NativeTTS
+    from kazetts.stages.codec import CodecDecoder
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"{platform.machine()}: FP16 arithmetic may be there (make aarch64-test gates it)")
+    codes = _random_codes(9, 31)
+    f16 = CodecDecoder(codec_gguf(), threads=1, weights="f16").decode(codes)
+    assert np.array_equal(CodecDecoder(codec_gguf(), threads=1, weights="f16-sums").decode(codes), f16)
+    talker, mmproj = tiny_gguf("tiny", "custom_voice", "f32")
+    said = [
+        NativeTTS(talker, mmproj, threads=1, codec_weights=w).synthesize(
+            "Hello.", speaker="vivian", greedy=True, max_frames=6
+        )
+        for w in ("f16", "f16-sums")
+    ]
+    assert np.array_equal(said[0].codes, said[1].codes) and np.array_equal(said[0].audio, said[1].audio)
+    with pytest.raises(ValueError, match="f16-sums"):
+        CodecDecoder(codec_gguf(), threads=1, weights="f16-fast")

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from kazetts.engine.output_file import stream_fd
+from kazetts.stages.codec import WEIGHTS as CODEC_WEIGHTS
 from kazetts.request import (
     INT_OPTIONS,
     MAX_REF_SILENCE,
@@ -114,6 +115,16 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the codec decoder's own threads, decoding while the talker makes the next frames "
         "(0: serial; default: the cores beyond --threads, at most --threads; 0 without a spare core)",
+    )
+
+
+def add_codec_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--codec",
+        default="f16",
+        choices=list(CODEC_WEIGHTS),
+        help="codec decoder weights (default f16; f16-sums: float16 sums on ARM cores with FP16 arithmetic, "
+        "~1.8x fewer codec instructions, waveform correlation ~0.99995)",
     )
 
 
@@ -412,7 +423,7 @@ def register(sub) -> None:
         help="decode and write audio frame by frame (default: every 4 frames)",
     )
     s.add_argument("--no-text-streaming", action="store_true", help="all text in the prompt (non-streaming mode)")
-    s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
+    add_codec_argument(s)
     s.add_argument("-v", "--verbose", action="store_true", help="per-stage timings")
     s.set_defaults(func=_say)
 

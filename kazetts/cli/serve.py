@@ -7,7 +7,7 @@ import os
 import pathlib
 import sys
 
-from kazetts.cli.say import add_model_arguments, int_in
+from kazetts.cli.say import add_codec_argument, add_model_arguments, int_in
 from kazetts.request import MAX_BATCH
 from kazetts.server.speech_request import MAX_INPUT_CHARS
 
@@ -131,6 +131,6 @@ def register(sub) -> None:
         help=f"characters a request's input, or a text stream's whole text, may have (default "
         f"{MAX_INPUT_CHARS}, OpenAI's limit)",
     )
-    s.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
+    add_codec_argument(s)
     s.add_argument("--name", default=None, help="model id in /v1/models (default: the model directory's name)")
     s.set_defaults(func=_serve)

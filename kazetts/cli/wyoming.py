@@ -9,7 +9,14 @@ import pathlib
 import sys
 from urllib.parse import urlparse
 
-from kazetts.cli.say import add_model_arguments, add_sampling_arguments, engine, int_in, sampling_options
+from kazetts.cli.say import (
+    add_codec_argument,
+    add_model_arguments,
+    add_sampling_arguments,
+    engine,
+    int_in,
+    sampling_options,
+)
 from kazetts.request import MAX_SEED, Request
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -111,5 +118,5 @@ def register(sub) -> None:
     )
     w.add_argument("--greedy", action="store_true", help="argmax decoding")
     add_sampling_arguments(w)
-    w.add_argument("--codec", default="f16", choices=["f32", "f16"], help="codec decoder weights (default f16)")
+    add_codec_argument(w)
     w.set_defaults(func=_wyoming)

@@ -24,8 +24,8 @@ import numpy as np
 from kazetts import native
 from kazetts.engine.voice import NativeVoice
 from kazetts.request import MAX_SEED, Request, request_fields
+from kazetts.stages.codec import WEIGHTS
 
-CODEC_WEIGHTS = {"f32": 0, "f16": 1}
 STOP_REASONS = ("eos", "budget", "cancelled")
 N_CODEBOOKS = 16
 
@@ -215,11 +215,11 @@ class NativeTTS(native.NativeHandle):
         max_batch: requests said at once, each from its own thread (synthesize, stream_text), their
         talker steps and code predictor frames computed together; queue: how many more may wait
         for a seat, in arrival order (beyond them, or cancelled while waiting: NativeError)."""
-        if codec_weights not in CODEC_WEIGHTS:
-            raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(CODEC_WEIGHTS)}")
+        if codec_weights not in WEIGHTS:
+            raise ValueError(f"unknown codec weights {codec_weights!r}: choose one of {', '.join(WEIGHTS)}")
         self._lib = lib()
         params = self._lib.kz_tts_default_params()
-        params.n_threads, params.codec_weights, params.n_ctx = int(threads), CODEC_WEIGHTS[codec_weights], int(n_ctx)
+        params.n_threads, params.codec_weights, params.n_ctx = int(threads), WEIGHTS[codec_weights], int(n_ctx)
         params.max_batch, params.queue = int(max_batch), int(queue)
         if codec_threads is not None:
             params.codec_threads = int(codec_threads)

@@ -16,7 +16,8 @@ import numpy as np
 
 from kazetts import native
 
-WEIGHTS = {"f32": 0, "f16": 1}
+# kz_codec_weights: "f16-sums" is "f16" with float16 sums on ARM cores with FP16 arithmetic (kazetts/codec.h)
+WEIGHTS = {"f32": 0, "f16": 1, "f16-sums": 2}
 _c_float_p = ctypes.POINTER(ctypes.c_float)
 _c_int32_p = ctypes.POINTER(ctypes.c_int32)
 _P = ctypes.c_void_p

@@ -83,6 +83,7 @@ constexpr bool ARM = false;
 void check_code_predictor(const GoldenCase &c, Report &report);
 void check_code_predictor_kernels(const GoldenCase &c, Report &report);  // long case: Q8_0, Q4_0
 void check_codec(const GoldenCase &c, Report &report);
+void check_codec_kernels(const GoldenCase &c, Report &report);  // long case: F16 sums
 void check_talker(const GoldenCase &c, Report &report);
 void check_talker_repack(const GoldenCase &c, Report &report);  // long case: quantized talkers
 void check_engine(const GoldenCase &c, Report &report);         // the whole kazetts/tts.h engine

@@ -1,4 +1,5 @@
-// The codec decoder against the goldens, as tests/test_codec.py gates it.
+// The codec decoder against the goldens, as tests/test_codec.py gates it; its kernels (the long
+// case): KZ_CODEC_WEIGHTS_F16_SUMS, FP16 arithmetic where the CPU has it.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -6,6 +7,7 @@
 
 #include "check.h"
 #include "kazetts/codec.h"
+#include "kernels/conv_gemm.h"
 
 namespace {
 
@@ -107,6 +109,30 @@ void check_same_model(const GoldenCase &c, const NpyArray &codes, Report &report
 }
 
 }  // namespace
+
+// F16 weights summed in float16 (ARM cores with FP16 arithmetic): the F16 gate against the golden
+// waveform, exact streaming and threads as every codec path; other bits than F16's (float sums)
+// where the CPU has FP16 arithmetic, the same elsewhere.
+void check_codec_kernels(const GoldenCase &c, Report &report) {
+    NpyArray codes = c.golden("codes"), waveform = c.golden("waveform");
+    const bool half = kz::conv_gemm_half_arithmetic();
+    Codec one = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F16_SUMS);
+    std::vector<float> full = decode(one.get(), codes);
+    Codec f16 = load(c.get("mmproj"), 1, KZ_CODEC_WEIGHTS_F16);
+    std::vector<float> plain = decode(f16.get(), codes);
+    const bool same = full == plain;
+    const double corr = correlation(full.data(), waveform.f32.data(), full.size());
+    report.gate(c.get("name") + " codec f16 sums", corr >= c.gate("codec_f16_min_correlation") && same != half,
+                fmt("%s; correlation %.7f, max abs diff %.2e; vs F16 (float sums) %s",
+                    half ? "FP16 arithmetic" : "no FP16 arithmetic: float sums", corr,
+                    max_abs_diff(full.data(), waveform.f32.data(), full.size()), same ? "identical" : "differs"));
+    Codec two = load(c.get("mmproj"), 2, KZ_CODEC_WEIGHTS_F16_SUMS);
+    double worst = max_abs_diff(decode(two.get(), codes).data(), full.data(), full.size());
+    for (const std::vector<int> &sizes : {std::vector<int>{1}, std::vector<int>{3, 1, 9}})
+        worst = std::max(worst, max_abs_diff(stream(one.get(), codes, sizes).data(), full.data(), full.size()));
+    report.gate(c.get("name") + " codec f16 sums stream and threads", worst <= c.gate("same_model_max_abs"),
+                fmt("chunks [1], [3,1,9] and 2 threads vs a full 1-thread decode: max abs diff %.1e", worst));
+}
 
 void check_codec(const GoldenCase &c, Report &report) {
     NpyArray codes = c.golden("codes"), waveform = c.golden("waveform");

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "ggml-cpu.h"
 #include "kazetts/code_predictor.h"
+#include "kernels/conv_gemm.h"
 
 #if defined(__aarch64__)
 #include <sys/auxv.h>
@@ -42,6 +43,8 @@ void check_cpu_features(Report &report) {
                     "(--expect-isa) %s",
                     asimd, asimdhp, asimddp, i8mm, sve, level.c_str(), best.c_str(),
                     expected_kernel.empty() ? "not given" : expected_kernel.c_str()));
+    report.gate("codec FP16 arithmetic for this CPU", kz::conv_gemm_half_arithmetic() == asimdhp,
+                fmt("hwcaps asimdhp %d; conv_gemm_half_arithmetic %d", asimdhp, kz::conv_gemm_half_arithmetic()));
     report.gate("ggml build within this CPU",
                 (!ggml_cpu_has_dotprod() || asimddp) && (!ggml_cpu_has_matmul_int8() || i8mm) &&
                     (!ggml_cpu_has_fp16_va() || asimdhp) && (!ggml_cpu_has_sve() || sve),
@@ -110,6 +113,7 @@ int main(int argc, char **argv) {
             timed("code predictor", check_code_predictor, c, report);
             if (c.long_checks()) timed("code predictor kernels", check_code_predictor_kernels, c, report);
             timed("codec", check_codec, c, report);
+            if (c.long_checks()) timed("codec kernels", check_codec_kernels, c, report);
             timed("talker", check_talker, c, report);
             if (c.long_checks()) timed("quantized talkers", check_talker_repack, c, report);
             timed("engine", check_engine, c, report);

@@ -9,6 +9,10 @@
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1UL << 10)
+#endif
 #endif
 
 namespace kz {
@@ -22,9 +26,7 @@ template <int L>
 struct Lanes {
     typedef float type __attribute__((vector_size(L * sizeof(float))));
 };
-constexpr int kGemmCols = 6;     // output columns a kernel call keeps in registers
-constexpr int kGemmDepth = 256;  // input channels of one tap done (and F16 widened, reused over T) at once
-                                 // (half as many by a kernel of 4 blocks: its widened weights stay in L1)
+constexpr int kGemmCols = 6;  // output columns a kernel call keeps in registers
 constexpr int64_t kGemmSpan =
     42 * kGemmCols;  // columns done over all taps before the next (inputs and sums stay in L2)
 alignas(64) const float kZeros[kGemmDepth] = {};
@@ -101,6 +103,74 @@ inline __attribute__((always_inline)) void gemm_tile_neon(const float *w, const 
     for (int s = 0; s < 4; s++)
         for (int n = 0; n < NC; n++) vst1q_f32(out[n] + 4 * s, acc[s][n]);
 }
+
+#define KZ_FP16 __attribute__((target("arch=armv8.2-a+fp16")))
+
+// Rows K..7 of a block (16 F16 weights each) into the float16 sums of NC columns, row k by lane k
+// of the columns' 8 inputs.
+template <int K, int NC>
+KZ_FP16 inline __attribute__((always_inline)) void half_rows(const __fp16 *w, const float16x8_t (&xv)[NC],
+                                                             float16x8_t (&h)[2][NC]) {
+    const float16x8_t w0 = vld1q_f16(w + K * kPackRows), w1 = vld1q_f16(w + K * kPackRows + 8);
+    // (in asm: GCC turns vfmaq_laneq_f16 into a DUP and a vector FMLA when two share a lane)
+    for (int n = 0; n < NC; n++) {
+        float16x8_t a = h[0][n], b = h[1][n], x = xv[n];  // (array elements as asm operands stay in memory)
+        asm("fmla %0.8h, %1.8h, %2.h[%3]" : "+w"(a) : "w"(w0), "x"(x), "i"(K));
+        asm("fmla %0.8h, %1.8h, %2.h[%3]" : "+w"(b) : "w"(w1), "x"(x), "i"(K));
+        h[0][n] = a, h[1][n] = b;
+    }
+    if constexpr (K < 7) half_rows<K + 1, NC>(w, xv, h);
+}
+
+// One block of F16 weights by NC columns of F16 inputs in FP16 arithmetic: each output sums its
+// rows kHalfRun at a time in a float16 lane (fused multiply-adds, in order), each partial sum then
+// widened and added to the float sum in out (bias or out first). The same bits whatever NC. The
+// float sums live in out (the registers hold the float16 ones: 2 NC, and NC inputs, which FMLA by
+// element takes from v0-v15). Returns the columns (bit n) whose sums are not finite (a float16
+// overflow): those are left as they were.
+template <int NC>
+KZ_FP16 unsigned gemm_tile_fp16(const __fp16 *w, const __fp16 *const *cols, int64_t depth, float *const *out,
+                                bool first, const float *bias) {
+    float saved[NC][kPackRows];
+    if (!first)
+        for (int n = 0; n < NC; n++) std::memcpy(saved[n], out[n], sizeof saved[n]);
+    const __fp16 *col[NC];
+    for (int n = 0; n < NC; n++) col[n] = cols[n];
+    for (int64_t i = 0; i < depth;) {
+        const int64_t end = std::min<int64_t>(depth, i + kHalfRun);
+        float16x8_t h[2][NC];
+        for (int n = 0; n < NC; n++) h[0][n] = h[1][n] = vdupq_n_f16(0);
+        for (; i + 8 <= end; i += 8) {
+            float16x8_t xv[NC];
+            for (int n = 0; n < NC; n++) xv[n] = vld1q_f16(col[n] + i);
+            half_rows<0, NC>(w + i * kPackRows, xv, h);
+        }
+        for (; i < end; i++) {
+            const float16x8_t w0 = vld1q_f16(w + i * kPackRows), w1 = vld1q_f16(w + i * kPackRows + 8);
+            for (int n = 0; n < NC; n++) {
+                const float16x8_t x = vdupq_n_f16(col[n][i]);
+                h[0][n] = vfmaq_f16(h[0][n], w0, x);
+                h[1][n] = vfmaq_f16(h[1][n], w1, x);
+            }
+        }
+        const bool from_bias = first && end <= kHalfRun;
+        for (int n = 0; n < NC; n++) {
+            const float *in = from_bias ? bias : out[n];
+            const float32x4_t widened[4] = {vcvt_f32_f16(vget_low_f16(h[0][n])), vcvt_high_f32_f16(h[0][n]),
+                                            vcvt_f32_f16(vget_low_f16(h[1][n])), vcvt_high_f32_f16(h[1][n])};
+            for (int s = 0; s < 4; s++) vst1q_f32(out[n] + 4 * s, vaddq_f32(vld1q_f32(in + 4 * s), widened[s]));
+        }
+    }
+    unsigned bad = 0;
+    for (int n = 0; n < NC; n++) {
+        float32x4_t m = vabsq_f32(vld1q_f32(out[n]));
+        for (int s = 1; s < 4; s++) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(out[n] + 4 * s)));
+        if (vmaxvq_f32(m) <= 3.4028235e38f) continue;  // (false for a NaN)
+        bad |= 1u << n;
+        if (!first) std::memcpy(out[n], saved[n], sizeof saved[n]);
+    }
+    return bad;
+}
 #endif
 
 // Output columns a tile holds: NEON's one-block tile 5 (gemm_tile_neon), the others kGemmCols
@@ -164,9 +234,9 @@ inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_
 struct Taps {
     const ConvShape &c;
     const ggml_tensor *x, *prev;
-    int64_t K, steps, max_piece, left = 0,
-                                 right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
+    int64_t K, steps, left = 0, right = 0;  // flat: output steps [0, left) and [right, T) are read from `edge`
     bool flat;
+    DepthPieces pieces;
     std::vector<float> edge;
 
     Taps(const ConvShape &c_, const ggml_tensor *x_, const ggml_tensor *prev_, int64_t T, int64_t max_piece_)
@@ -175,8 +245,8 @@ struct Taps {
           prev(prev_),
           K((int64_t)c_.cin * c_.k),
           steps(x_->ne[1]),
-          max_piece(max_piece_),
-          flat(c_.k > 1 && c_.dil == 1 && x_->nb[1] == (size_t)c_.cin * sizeof(float)) {
+          flat(flat_taps(c_, x_->nb[1])),
+          pieces{K, c_.cin, max_piece_, flat} {
         if (!flat) return;
         left = std::min<int64_t>(T, (c.pad_left + c.stride - 1) / c.stride);
         right = T;
@@ -192,20 +262,6 @@ struct Taps {
             }
         }
     }
-    // the pieces of the depth (of at most max_piece rows): count, then piece p's first row and length
-    int64_t pieces() const {
-        return flat ? (K + max_piece - 1) / max_piece : c.k * ((c.cin + max_piece - 1) / max_piece);
-    }
-    void piece(int64_t p, int64_t &i0, int64_t &n) const {
-        if (flat) {
-            i0 = p * max_piece;
-            n = std::min<int64_t>(max_piece, K - i0);
-        } else {
-            const int64_t per = (c.cin + max_piece - 1) / max_piece, c0 = p % per * max_piece;
-            i0 = p / per * c.cin + c0;
-            n = std::min<int64_t>(max_piece, c.cin - c0);
-        }
-    }
     // rows i0..i0+depth of output step t's column
     const float *at(int64_t t, int64_t i0) const {
         if (!flat) return column(c, x, prev, t, (int)(i0 / c.cin), i0 % c.cin);
@@ -215,9 +271,46 @@ struct Taps {
     }
 };
 
-// RB blocks of rows at a time where the registers allow (the rest two or one at a time), in vectors of L floats
-template <int L, int RB>
+#if defined(__aarch64__)
+// The inputs of a span of output steps over one piece of the depth, rounded to F16 once for all
+// the blocks the FP16 tiles multiply them by.
+struct HalfColumns {
+    std::vector<__fp16> data;
+    int64_t s0 = 0, depth = 0;
+    void fill(const Taps &taps, int64_t s0_, int64_t s1, int64_t i0, int64_t depth_) {
+        s0 = s0_, depth = depth_;
+        data.resize((size_t)((s1 - s0) * depth));
+        for (int64_t t = s0; t < s1; t++) {
+            const float *src = taps.at(t, i0);
+            __fp16 *dst = data.data() + (t - s0) * depth;
+            int64_t r = 0;
+            for (; r + 4 <= depth; r += 4) vst1_f16(dst + r, vcvt_f16_f32(vld1q_f32(src + r)));
+            for (; r < depth; r++) dst[r] = (__fp16)src[r];
+        }
+    }
+    const __fp16 *at(int64_t t) const { return data.data() + (t - s0) * depth; }
+};
+constexpr int kHalfCols = 6;  // output columns an FP16 tile holds (12 sums, 6 input and 2 weight vectors)
+static_assert(kHalfCols <= kGemmCols, "a tile's columns and outputs are arrays of kGemmCols");
+
+inline unsigned half_tile(int nc, const __fp16 *w, const __fp16 *const *cols, int64_t depth, float *const *out,
+                          bool first, const float *bias) {
+    switch (nc) {
+        case 1: return gemm_tile_fp16<1>(w, cols, depth, out, first, bias);
+        case 2: return gemm_tile_fp16<2>(w, cols, depth, out, first, bias);
+        case 3: return gemm_tile_fp16<3>(w, cols, depth, out, first, bias);
+        case 4: return gemm_tile_fp16<4>(w, cols, depth, out, first, bias);
+        case 5: return gemm_tile_fp16<5>(w, cols, depth, out, first, bias);
+        default: return gemm_tile_fp16<6>(w, cols, depth, out, first, bias);
+    }
+}
+#endif
+
+// RB blocks of rows at a time where the registers allow (the rest two or one at a time), in vectors
+// of L floats; Half (ARM, F16 weights): in FP16 arithmetic (gemm_tile_fp16)
+template <int L, int RB, bool Half = false>
 inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, int nth, void *userdata) {
+    static_assert(!Half || (L == 4 && RB == 1), "the FP16 tiles take one block");
     const ConvShape &c = *static_cast<const ConvShape *>(userdata);
     const ggml_tensor *x = dst->src[0], *w = dst->src[1];
     const float *bias = dst->src[2] ? (const float *)dst->src[2]->data : nullptr;
@@ -234,24 +327,36 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
     const ggml_fp16_t *wh = (const ggml_fp16_t *)w->data;
     const float *w32 = (const float *)w->data;
     float *const dd = (float *)dst->data;
+#if defined(__aarch64__)
+    thread_local HalfColumns half;
+    constexpr int kTileCols = Half ? kHalfCols : tile_cols<L, RB>();
+#else
+    constexpr int kTileCols = tile_cols<L, RB>();
+#endif
     for (int64_t s0 = 0; s0 < T; s0 += kGemmSpan) {
         const int64_t s1 = std::min(T, s0 + kGemmSpan);
-        for (int64_t p = 0; p < taps.pieces(); p++) {
+        for (int64_t p = 0; p < taps.pieces.count(); p++) {
             int64_t i0, depth;
-            taps.piece(p, i0, depth);
+            taps.pieces.piece(p, i0, depth);
             const bool first = i0 == 0;
+#if defined(__aarch64__)
+            if constexpr (Half) half.fill(taps, s0, s1, i0, depth);
+#endif
             for (int64_t b = b0; b < b1;) {
                 const int rb = b + RB <= end ? RB : b + 2 <= end ? std::min(RB, 2) : 1;
                 const bool partial = b >= full;
                 const float *wp = w32 + (b * K + i0) * kPackRows;
                 int64_t wstride = K * kPackRows;
-                if (w->type == GGML_TYPE_F16) {
+                bool widened = false;  // (the FP16 tiles read the F16 weights; widened for a column they cannot take)
+                auto widen = [&] {
                     for (int r = 0; r < rb; r++)
                         ggml_cpu_fp16_to_fp32(wh + ((b + r) * K + i0) * kPackRows, wf + r * depth * kPackRows,
                                               depth * kPackRows);
                     wp = wf;
                     wstride = depth * kPackRows;
-                }
+                    widened = true;
+                };
+                if (w->type == GGML_TYPE_F16 && !Half) widen();
                 const int64_t r0 = b * kPackRows, valid = std::min<int64_t>(kPackRows, c.cout - r0);
                 const float *bv[RB];
                 for (int r = 0; r < rb; r++) bv[r] = bias ? bias + r0 + r * kPackRows : kZeros;
@@ -260,19 +365,34 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
                     std::memcpy(bias_pad, bv[0], (size_t)valid * sizeof(float));
                     bv[0] = bias_pad;
                 }
-                for (int64_t t0 = s0; t0 < s1; t0 += tile_cols<L, RB>()) {
-                    const int nc = (int)std::min<int64_t>(tile_cols<L, RB>(), s1 - t0);
+                for (int64_t t0 = s0; t0 < s1; t0 += kTileCols) {
+                    const int nc = (int)std::min<int64_t>(kTileCols, s1 - t0);
                     const float *cols[kGemmCols];
                     float *out[RB][kGemmCols];
                     for (int n = 0; n < nc; n++) {
                         cols[n] = taps.at(t0 + n, i0);
                         for (int r = 0; r < rb; r++) out[r][n] = dd + (t0 + n) * ds + r0 + r * kPackRows;
-                        if (partial) {
+                        if (partial) {  // (padded rows from 0: the FP16 tiles' overflow check reads them)
                             if (!first) std::memcpy(spill + n * kPackRows, out[0][n], (size_t)valid * sizeof(float));
+                            std::fill(spill + n * kPackRows + valid, spill + (n + 1) * kPackRows, 0.0f);
                             out[0][n] = spill + n * kPackRows;
                         }
                     }
-                    if (RB == 1 || rb == RB)
+#if defined(__aarch64__)
+                    if constexpr (Half) {
+                        const __fp16 *hc[kHalfCols];
+                        for (int n = 0; n < nc; n++) hc[n] = half.at(t0 + n);
+                        const unsigned bad = half_tile(nc, (const __fp16 *)wh + (b * K + i0) * kPackRows, hc, depth,
+                                                       out[0], first, bv[0]);
+                        for (int n = 0; n < nc; n++) {  // a float16 sum overflowed: the column in F32
+                            if (!(bad >> n & 1)) continue;
+                            if (!widened) widen();
+                            float *const one[1][kGemmCols] = {{out[0][n]}};
+                            gemm_cols<L, 1>(1, wp, wstride, cols + n, depth, one, first, bv);
+                        }
+                    } else
+#endif
+                        if (RB == 1 || rb == RB)
                         gemm_cols<L, RB>(nc, wp, wstride, cols, depth, out, first, bv);
                     else if constexpr (RB > 2) {  // (below 3 blocks the rest is one block at a time)
                         if (rb == 2)
@@ -319,15 +439,32 @@ static Kernel kernel() {
 }
 void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { kernel()(d, i, n, u); }
 bool conv_gemm_fuses() { return kernel() != (Kernel)conv_gemm<4, 1>; }  // (the baseline clone has no FMA)
+#elif defined(__aarch64__)
+bool conv_gemm_half_arithmetic() {
+    static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDHP) != 0;
+    return has;
+}
+void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) {  // 128-bit vectors (NEON)
+    if (static_cast<const ConvShape *>(u)->half_sums && d->src[1]->type == GGML_TYPE_F16 &&
+        conv_gemm_half_arithmetic()) {
+        conv_gemm<4, 1, true>(d, i, n, u);
+    } else {
+        conv_gemm<4, 1>(d, i, n, u);
+    }
+}
+bool conv_gemm_fuses() { return true; }
 #else
-void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<4, 1>(d, i, n, u); }  // 128-bit vectors (NEON)
+void conv_gemm_op(ggml_tensor *d, int i, int n, void *u) { conv_gemm<4, 1>(d, i, n, u); }
 bool conv_gemm_fuses() {
-#if defined(__FP_FAST_FMAF) || defined(__aarch64__)
+#if defined(__FP_FAST_FMAF)
     return true;
 #else
     return false;
 #endif
 }
+#endif
+#if !defined(__aarch64__)
+bool conv_gemm_half_arithmetic() { return false; }
 #endif
 
 }  // namespace kz

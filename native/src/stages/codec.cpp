@@ -155,6 +155,7 @@ struct Builder {
     Model &m;
     const Loader &L;
     ggml_type fast;  // type of the conv / linear weights (F32 on the reference path)
+    bool half_sums;  // F16 weights summed in FP16 where the CPU can (KZ_CODEC_WEIGHTS_F16_SUMS)
     std::vector<Pending> pending;
 
     ggml_tensor *make(const std::string &name, ggml_type type, std::vector<int64_t> ne,
@@ -199,6 +200,7 @@ struct Builder {
     // kz::conv_gemm_op (c.packed), else the [cin*k, cout] matrix ggml's mul_mat takes
     void weight(Conv &c, const std::string &name, ggml_type type, std::function<std::vector<float>()> rows) {
         c.packed = type == GGML_TYPE_F16;
+        c.half_sums = c.packed && half_sums;
         if (!c.packed) {
             c.w = make(name, type, {(int64_t)c.cin * c.k, c.cout}, rows);
         } else {
@@ -271,7 +273,7 @@ int count_blocks(const Loader &L, const char *fmt) {
     }
 }
 
-void load_model(Model &m, const char *path, ggml_type fast) {
+void load_model(Model &m, const char *path, ggml_type fast, bool half_sums) {
     Loader L(path);
     const std::string W = "a.gen.wav.";
     for (ggml_tensor *t = ggml_get_first_tensor(L.file.meta()); t; t = ggml_get_next_tensor(L.file.meta(), t)) {
@@ -321,7 +323,7 @@ void load_model(Model &m, const char *path, ggml_type fast) {
     ggml_init_params ip_ = {ggml_tensor_overhead() * (size_t)(gguf_get_n_tensors(L.file.gguf()) + 1), nullptr, true};
     m.ctx = ggml_init(ip_);
     if (!m.ctx) throw Error(KZ_ERR_NO_MEMORY, "ggml_init failed");
-    Builder B{m, L, fast, {}};
+    Builder B{m, L, fast, half_sums, {}};
 
     m.cb_first = B.stored(W + "quant.first.codebook.weight", {hp.cb_dim, hp.cb_size_first});
     m.cb_rest =
@@ -1063,12 +1065,12 @@ int kz_codec_load(const char *mmproj_path, int n_threads, int weights, kz_codec 
     return kz::load_handle(mmproj_path, out, err, err_len, [&] {
         if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "n_threads must be in 1.." + std::to_string(GGML_MAX_N_THREADS));
-        if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16)
+        if (weights != KZ_CODEC_WEIGHTS_F32 && weights != KZ_CODEC_WEIGHTS_F16 && weights != KZ_CODEC_WEIGHTS_F16_SUMS)
             throw Error(KZ_ERR_INVALID_ARGUMENT, "unknown weight type " + std::to_string(weights));
-        const ggml_type fast = weights == KZ_CODEC_WEIGHTS_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+        const ggml_type fast = weights == KZ_CODEC_WEIGHTS_F32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
         std::unique_ptr<kz_codec> c(new kz_codec());
         c->n_threads = n_threads;
-        load_model(c->model, mmproj_path, fast);
+        load_model(c->model, mmproj_path, fast, weights == KZ_CODEC_WEIGHTS_F16_SUMS);
         c->backend = ggml_backend_cpu_init();
         if (!c->backend) throw Error(KZ_ERR_NO_MEMORY, "cannot create the CPU backend");
         c->galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());

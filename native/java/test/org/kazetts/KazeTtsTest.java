@@ -343,6 +343,17 @@ public final class KazeTtsTest {
         tooMany.codecThreads = 513;
         expectThrows("codecThreads 513", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, tooMany));
 
+        // F16_SUMS (kz_codec_weights 2): float16 sums on ARM cores with FP16 arithmetic, F16's samples elsewhere
+        KazeTts.Config f16 = new KazeTts.Config(), sums = new KazeTts.Config();
+        sums.codecWeights = KazeTts.CodecWeights.F16_SUMS;
+        try (KazeTts a = new KazeTts(talker, mmproj, f16); KazeTts b = new KazeTts(talker, mmproj, sums)) {
+            float[] plain = a.generate(text, o), summed = b.generate(text, o);
+            boolean x86 = System.getProperty("os.arch").matches("amd64|x86_64");
+            check("F16_SUMS: F16's codes" + (x86 ? " and samples (x86-64)" : ""),
+                    Arrays.equals(a.lastCodes(), b.lastCodes()) && (!x86 || Arrays.equals(plain, summed)),
+                    plain.length + " and " + summed.length + " samples");
+        }
+
         // maxBatch 2: two requests from two threads at once, each the Python engine's codes and samples
         List<String[]> two = new ArrayList<>();
         for (String line : Files.readAllLines(dir.resolve("cases.tsv"), StandardCharsets.UTF_8)) {
