@@ -57,6 +57,8 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
+from kazetts.stages.codec import WEIGHTS as CODEC_WEIGHTS  # noqa: E402
+
 KAZETTS_CACHE = pathlib.Path(os.environ.get("KAZETTS_CACHE", pathlib.Path.home() / ".cache" / "kazetts"))
 LLAMA_SRC = pathlib.Path(os.environ.get("LLAMA_SRC", KAZETTS_CACHE / "src" / "llama_cpp_python-0.3.36"))
 TOOLCHAIN = REPO / "native" / "cmake" / "aarch64-linux-gnu.cmake"
@@ -283,6 +285,8 @@ def run_engine(engine: str, level: str, a, files: dict, builds: dict) -> dict:
     env = {"OMP_THREAD_LIMIT": "1"}
     if engine == "kazetts":
         cmd = [builds["driver"], files["talker"], files["mmproj"], files["xvector"], a.frames, TEXT, LANGUAGE]
+        if a.kazetts_codec != "f16":
+            cmd.append(CODEC_WEIGHTS[a.kazetts_codec])
     else:
         import bench_llama_tts
 
@@ -566,6 +570,12 @@ def main() -> int:
         choices=["level", "baseline"],
         default="level",
         help="kazetts against the level's ggml (as llama-tts), or the ARMv8.0 one at every level",
+    )
+    ap.add_argument(
+        "--kazetts-codec",
+        choices=list(CODEC_WEIGHTS),
+        default="f16",
+        help="kazetts' codec weights (f16-sums: float16 sums where the level has FP16 arithmetic)",
     )
     ap.add_argument("--out", type=pathlib.Path, default=BUILD / "runs")
     ap.add_argument("--json", type=pathlib.Path, help="also write every run's counts there")

@@ -26,14 +26,15 @@ KAZETTS_CACHE=${KAZETTS_CACHE:-$HOME/.cache/kazetts}
 QEMU_CPUS=${QEMU_CPUS:-cortex-a53 cortex-a76 max}
 QEMU_FULL=${QEMU_FULL:-cortex-a53}
 # The stages whose instructions depend on the CPU's level: those of kazetts' kernels chosen from
-# the hwcaps (the Q8_0 code predictor and talker, on the long case). ggml (built for ARMv8.0, no
+# the hwcaps (the Q8_0 code predictor and talker, on the long case; the codec's FP16 sums, on the
+# conv gemm shapes and the long case). ggml (built for ARMv8.0, no
 # run-time dispatch) and the rest of native/ run the same instructions at every level (every gate
 # line of a full run, figures included, was the same at the three levels, but for these stages and
 # the first gate): the full run on the ARMv8.0 core shows that none of it needs more. At the other
 # levels these stages and the first gate (always run) check the dispatch, and the digests (the
 # code predictor's Q8_0 file and Q8_0-at-load outputs) show the same bits as on the ARMv8.0 core,
 # so the Q8_0 agreement gates of the full run hold there too.
-LEVEL_STAGES=("code predictor kernels" "quantized talkers")
+LEVEL_STAGES=("code predictor kernels" "quantized talkers" "conv gemm" "codec kernels")
 ARM_ARCH=armv8-a
 TOOLCHAIN=$PWD/native/cmake/aarch64-linux-gnu.cmake
 SYSROOT=/usr/aarch64-linux-gnu

@@ -5,8 +5,9 @@
  * model's x-vector. The request is marked as stage 1 around kz_tts_synthesize; the engine marks
  * its own stages inside (native/src/core/stage_mark.h).
  *
- *   kazetts_frames TALKER MMPROJ XVECTOR.f32 FRAMES TEXT LANGUAGE
+ *   kazetts_frames TALKER MMPROJ XVECTOR.f32 FRAMES TEXT LANGUAGE [CODEC_WEIGHTS]
  *
+ * CODEC_WEIGHTS: a kz_codec_weights number (default KZ_CODEC_WEIGHTS_F16).
  * XVECTOR.f32: the x-vector as raw little-endian float32. Prints one JSON line: frames, stop
  * reason, the first frame's codes. */
 #include <stdio.h>
@@ -23,8 +24,8 @@
 #endif
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: %s TALKER MMPROJ XVECTOR.f32 FRAMES TEXT LANGUAGE\n", argv[0]);
+    if (argc != 7 && argc != 8) {
+        fprintf(stderr, "usage: %s TALKER MMPROJ XVECTOR.f32 FRAMES TEXT LANGUAGE [CODEC_WEIGHTS]\n", argv[0]);
         return 2;
     }
     const int frames = atoi(argv[4]);
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
     kz_tts_params params = kz_tts_default_params();
     params.n_threads = 1;
     params.codec_threads = 0;
+    if (argc == 8) params.codec_weights = atoi(argv[7]);
     kz_tts *tts = NULL;
     char err[1024];
     if (kz_tts_load(argv[1], argv[2], &params, &tts, err, sizeof(err)) != KZ_OK) {
