@@ -115,8 +115,8 @@ KZ_FP16 inline __attribute__((always_inline)) void half_rows(const __fp16 *w, co
     // (in asm: GCC turns vfmaq_laneq_f16 into a DUP and a vector FMLA when two share a lane)
     for (int n = 0; n < NC; n++) {
         float16x8_t a = h[0][n], b = h[1][n], x = xv[n];  // (array elements as asm operands stay in memory)
-        asm("fmla %0.8h, %1.8h, %2.h[%3]" : "+w"(a) : "w"(w0), "x"(x), "i"(K));
-        asm("fmla %0.8h, %1.8h, %2.h[%3]" : "+w"(b) : "w"(w1), "x"(x), "i"(K));
+        asm("fmla %0.8h, %1.8h, %2.h[%c3]" : "+w"(a) : "w"(w0), "x"(x), "i"(K));
+        asm("fmla %0.8h, %1.8h, %2.h[%c3]" : "+w"(b) : "w"(w1), "x"(x), "i"(K));
         h[0][n] = a, h[1][n] = b;
     }
     if constexpr (K < 7) half_rows<K + 1, NC>(w, xv, h);
