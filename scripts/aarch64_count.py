@@ -325,6 +325,8 @@ def run_engine(engine: str, level: str, a, files: dict, builds: dict) -> dict:
 
         frames = int(re.search(r"generated (\d+) frames", r.stdout + r.stderr).group(1))
     data.update(engine=engine, level=level, frames=frames, qemu_seconds=round(seconds, 1))
+    if engine == "kazetts":
+        data["codec_weights"] = a.kazetts_codec
     COUNTS_CACHE.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(data) + "\n")
     return data

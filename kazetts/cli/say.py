@@ -124,7 +124,7 @@ def add_codec_argument(p: argparse.ArgumentParser) -> None:
         default="f16",
         choices=list(CODEC_WEIGHTS),
         help="codec decoder weights (default f16; f16-sums: float16 sums on ARM cores with FP16 arithmetic, "
-        "~1.8x fewer codec instructions, waveform correlation ~0.99995)",
+        "~1.8x fewer vector instructions in the codec, waveform correlation ~0.99995)",
     )
 
 

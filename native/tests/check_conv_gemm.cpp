@@ -84,6 +84,7 @@ __attribute__((target("arch=armv8.2-a+fp16"))) __fp16 fma16(__fp16 acc, __fp16 w
 std::vector<float> reference(const Case &k, const std::vector<float> &w, const float *bias,
                              const std::vector<float> &stream, int64_t row, const float *res, bool fused,
                              bool half = false) {
+    (void)half;  // (read on aarch64 only: FP16 arithmetic is ARM's here)
     const int64_t K = (int64_t)k.cin * k.k;
     const kz::DepthPieces pieces{K, k.cin, kz::kGemmDepth, kz::flat_taps(shape_of(k), (size_t)row * sizeof(float))};
     auto x_at = [&](int64_t t, int64_t i) {

@@ -24,9 +24,9 @@ typedef struct kz_codec kz_codec;
 
 typedef enum kz_codec_weights {
     KZ_CODEC_WEIGHTS_F32 = 0,     /* every weight in F32: the reference path */
-    KZ_CODEC_WEIGHTS_F16 = 1,     /* every conv / linear weight in F16: fast path; the convs and ConvTransposes multiply
-                                     them with F32 inputs and sums, the linears round their inputs to F16; codebooks, norms,
-                                     biases, Snake and the last conv stay F32 */
+    KZ_CODEC_WEIGHTS_F16 = 1,     /* every conv / linear weight in F16: fast path; the convs, ConvTransposes and linears
+                                     multiply them with F32 inputs and sums; codebooks, norms, biases, Snake, attention and
+                                     the last conv stay F32 */
     KZ_CODEC_WEIGHTS_F16_SUMS = 2 /* as F16, and on ARM cores with FP16 arithmetic (asimdhp: Cortex-A55/A75 and later)
                                      the convs, ConvTransposes and linears multiply F16 inputs in float16, summing 32
                                      rows at a time before the float sums: ~1.8x fewer vector instructions in the codec,

@@ -230,7 +230,9 @@ inline const float *column(const ConvShape &c, const ggml_tensor *x, const ggml_
 // that run in kGemmDepth pieces instead of tap by tap, which the small-cin convs (the 1-channel
 // first conv, the 32..128-channel ones at the sample rate) need: a tap there is too short a
 // depth to pay for loading and storing the accumulators. Each output still sums rows
-// 0..cin*k-1 in order (the accumulators pass through memory exactly), so both ways give the same bits.
+// 0..cin*k-1 in order (the accumulators pass through memory exactly), so both ways give the same bits
+// in float; half sums restart their float16 runs at each piece, so there the layout (flat_taps: x's
+// row stride, never the chunking) decides the bits.
 struct Taps {
     const ConvShape &c;
     const ggml_tensor *x, *prev;
@@ -290,6 +292,10 @@ struct HalfColumns {
     }
     const __fp16 *at(int64_t t) const { return data.data() + (t - s0) * depth; }
 };
+inline HalfColumns &half_columns() {  // each thread's (only the FP16 instantiation asks)
+    thread_local HalfColumns columns;
+    return columns;
+}
 constexpr int kHalfCols = 6;  // output columns an FP16 tile holds (12 sums, 6 input and 2 weight vectors)
 static_assert(kHalfCols <= kGemmCols, "a tile's columns and outputs are arrays of kGemmCols");
 
@@ -328,7 +334,8 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
     const float *w32 = (const float *)w->data;
     float *const dd = (float *)dst->data;
 #if defined(__aarch64__)
-    thread_local HalfColumns half;
+    HalfColumns *half = nullptr;
+    if constexpr (Half) half = &half_columns();
     constexpr int kTileCols = Half ? kHalfCols : tile_cols<L, RB>();
 #else
     constexpr int kTileCols = tile_cols<L, RB>();
@@ -340,7 +347,7 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
             taps.pieces.piece(p, i0, depth);
             const bool first = i0 == 0;
 #if defined(__aarch64__)
-            if constexpr (Half) half.fill(taps, s0, s1, i0, depth);
+            if constexpr (Half) half->fill(taps, s0, s1, i0, depth);
 #endif
             for (int64_t b = b0; b < b1;) {
                 const int rb = b + RB <= end ? RB : b + 2 <= end ? std::min(RB, 2) : 1;
@@ -381,7 +388,7 @@ inline __attribute__((always_inline)) void conv_gemm(ggml_tensor *dst, int ith, 
 #if defined(__aarch64__)
                     if constexpr (Half) {
                         const __fp16 *hc[kHalfCols];
-                        for (int n = 0; n < nc; n++) hc[n] = half.at(t0 + n);
+                        for (int n = 0; n < nc; n++) hc[n] = half->at(t0 + n);
                         const unsigned bad = half_tile(nc, (const __fp16 *)wh + (b * K + i0) * kPackRows, hc, depth,
                                                        out[0], first, bv[0]);
                         for (int n = 0; n < nc; n++) {  // a float16 sum overflowed: the column in F32

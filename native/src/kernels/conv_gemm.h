@@ -63,8 +63,8 @@ constexpr int64_t kGemmDepth = 256;  // the one-block kernels' pieces (the 4-blo
 // rounded to F16 and every output sums each piece's rows kHalfRun at a time from 0 in a float16
 // lane, one fused multiply-add a row in order, each partial sum then widened and added to the
 // float sum (the bias first). ~1.8x fewer vector instructions than the float sums, about 1e-4 of
-// the waveform's power off (a float16 sum keeps 11 bits); an output whose float16 sums overflow
-// is summed in float instead (the same bits as without half_sums).
+// the waveform's power off (a float16 sum keeps 11 bits). A block of kPackRows outputs of one step
+// whose sums are not finite after a piece has that piece summed in float instead.
 constexpr int64_t kHalfRun = 32;
 bool conv_gemm_half_arithmetic();  // whether this CPU sums in FP16 where half_sums asks for it
 

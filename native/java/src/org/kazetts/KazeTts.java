@@ -26,7 +26,7 @@ public final class KazeTts implements AutoCloseable {
 
     /**
      * Codec decoder weights (kz_codec_weights, in its order): F16 is the fast default, F32 the reference path,
-     * F16_SUMS F16 with float16 sums on ARM cores with FP16 arithmetic (~1.8x fewer codec instructions, waveform
+     * F16_SUMS F16 with float16 sums on ARM cores with FP16 arithmetic (~1.8x fewer vector instructions, waveform
      * correlation ~0.99995 with the reference; elsewhere the same as F16).
      */
     public enum CodecWeights { F32, F16, F16_SUMS }
@@ -160,8 +160,8 @@ public final class KazeTts implements AutoCloseable {
     }
 
     public KazeTts(String talkerPath, String mmprojPath, Config config) {
-        if (talkerPath == null || mmprojPath == null || config == null) {
-            throw new IllegalArgumentException("talkerPath, mmprojPath and config are required");
+        if (talkerPath == null || mmprojPath == null || config == null || config.codecWeights == null) {
+            throw new IllegalArgumentException("talkerPath, mmprojPath, config and config.codecWeights are required");
         }
         handle = nativeLoad(utf8(talkerPath), utf8(mmprojPath), config.threads,
                 config.codecWeights.ordinal(), config.contextSize, config.codecThreads,

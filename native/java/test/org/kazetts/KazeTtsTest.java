@@ -316,6 +316,9 @@ public final class KazeTtsTest {
         KazeTts.Config noThreads = new KazeTts.Config();
         noThreads.threads = 0;
         expectThrows("threads 0", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, noThreads));
+        KazeTts.Config noCodec = new KazeTts.Config();
+        noCodec.codecWeights = null;
+        expectThrows("codecWeights null", IllegalArgumentException.class, () -> new KazeTts(talker, mmproj, noCodec));
         check("usable after bad requests", Arrays.equals(tts.generate(text, o), whole), "");
 
         // codecThreads: the codec on its own thread (1) gives serial's (0) samples and chunks; a
